@@ -1,0 +1,497 @@
+//! The gateway's configuration file (SPEC §2): where it listens, which upstreams it starts, who may
+//! call it, and the blocks for OAuth, telemetry, receipts and shared state.
+//!
+//! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was
+//! silently ignored would weaken the policy without anyone noticing.
+
+pub mod units;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use units::{ByteSize, ConfigDuration, Rate};
+pub use yaml::LoadError;
+
+/// Where the configuration is read from when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "config/narrowgate.yaml";
+
+/// The whole configuration, with relative paths already resolved against the file's folder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    #[serde(default = "default_path")]
+    pub path: String,
+    pub public_url: Option<String>,
+    #[serde(default = "default_allowed_hosts")]
+    pub allowed_hosts: Vec<String>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default = "default_contracts")]
+    pub contracts: PathBuf,
+    #[serde(default = "default_max_request_bytes")]
+    pub max_request_bytes: ByteSize,
+    #[serde(default = "default_max_result_bytes")]
+    pub max_result_bytes: ByteSize,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    #[serde(default)]
+    pub callers: Vec<CallerConfig>,
+    pub oauth: Option<OAuthConfig>,
+    pub telemetry: Option<TelemetryConfig>,
+    pub receipts: Option<ReceiptsConfig>,
+    #[serde(default = "default_state")]
+    pub state: String,
+    /// The file this was read from (not a key of the file).
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+/// One upstream MCP server: a stdio child (`command`) or a Streamable HTTP server (`url`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub timeout: Option<ConfigDuration>,
+}
+
+/// How the gateway reaches an upstream, derived from [`UpstreamConfig`] once it is validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpstreamTransport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl UpstreamConfig {
+    /// The transport this upstream uses. Only valid after [`Config::validate`].
+    pub fn transport(&self) -> UpstreamTransport {
+        match (&self.command, &self.url) {
+            (Some(command), _) => UpstreamTransport::Stdio {
+                command: command.clone(),
+                args: self.args.clone(),
+                env: self.env.clone(),
+                cwd: self.cwd.clone(),
+            },
+            (None, url) => UpstreamTransport::Http {
+                url: url.clone().unwrap_or_default(),
+                headers: self.headers.clone(),
+            },
+        }
+    }
+}
+
+/// A caller identified by an API key, or the anonymous caller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    pub name: String,
+    pub api_key_sha256: Option<String>,
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub anonymous: bool,
+    /// Globs over exposed tool names; none by default.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub rate: Option<Rate>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    pub issuer: String,
+    pub audience: Option<String>,
+    pub jwks_url: Option<String>,
+    pub jwks_file: Option<PathBuf>,
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    #[serde(default = "default_caller_claim")]
+    pub caller_claim: String,
+    pub roles_claim: Option<String>,
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleConfig {
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub rate: Option<Rate>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    #[serde(default = "default_service_name")]
+    pub service_name: String,
+    pub otlp_endpoint: Option<String>,
+    #[serde(default)]
+    pub otlp_protocol: OtlpProtocol,
+    #[serde(default)]
+    pub metrics: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    #[default]
+    #[serde(rename = "grpc")]
+    Grpc,
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptsConfig {
+    #[serde(default = "default_receipts_path")]
+    pub path: PathBuf,
+    #[serde(default)]
+    pub store_arguments: bool,
+    pub retention: Option<ConfigDuration>,
+}
+
+/// Where limiter and dedupe state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateBackend {
+    Memory,
+    Redis(String),
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+fn default_path() -> String {
+    "/mcp".into()
+}
+fn default_allowed_hosts() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+}
+fn default_contracts() -> PathBuf {
+    PathBuf::from("contracts")
+}
+fn default_max_request_bytes() -> ByteSize {
+    ByteSize(1 << 20)
+}
+fn default_max_result_bytes() -> ByteSize {
+    ByteSize(4 << 20)
+}
+fn default_state() -> String {
+    "memory".into()
+}
+fn default_caller_claim() -> String {
+    "sub".into()
+}
+fn default_service_name() -> String {
+    "narrowgate".into()
+}
+fn default_receipts_path() -> PathBuf {
+    PathBuf::from("data/receipts.db")
+}
+
+impl Config {
+    /// Loads, expands and validates the configuration at `path`. `NARROWGATE_LISTEN` overrides `listen`.
+    pub fn load(path: &Path) -> Result<Config, LoadError> {
+        let mut config: Config = yaml::load(path)?;
+        config.source = path.to_path_buf();
+        if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
+            config.listen = listen;
+        }
+        config.resolve_paths();
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The folder relative paths in the file are resolved against.
+    pub fn base_dir(&self) -> PathBuf {
+        base_dir_of(&self.source)
+    }
+
+    fn resolve_paths(&mut self) {
+        let base = self.base_dir();
+        self.contracts = base.join(&self.contracts);
+        for upstream in self.upstreams.values_mut() {
+            if let Some(cwd) = &upstream.cwd {
+                upstream.cwd = Some(base.join(cwd));
+            }
+            // A command written as a relative path (`../target/debug/x`) is relative to the file;
+            // a bare name (`npx`) is looked up on PATH as usual.
+            if let Some(command) = &upstream.command
+                && command.contains('/')
+                && Path::new(command).is_relative()
+            {
+                upstream.command = Some(base.join(command).to_string_lossy().into_owned());
+            }
+        }
+        if let Some(oauth) = &mut self.oauth
+            && let Some(file) = &oauth.jwks_file
+        {
+            oauth.jwks_file = Some(base.join(file));
+        }
+        if let Some(receipts) = &mut self.receipts {
+            receipts.path = base.join(&receipts.path);
+        }
+    }
+
+    fn validate(&self) -> Result<(), LoadError> {
+        let file = &self.source;
+        let err = |key: &str, message: String| Err(LoadError::invalid(file, key, message));
+        if self.listen.parse::<SocketAddr>().is_err() {
+            return err(
+                "listen",
+                format!("`{}` is not an address like 127.0.0.1:8080", self.listen),
+            );
+        }
+        if !self.path.starts_with('/') || self.path.len() < 2 {
+            return err("path", format!("`{}` must be a path like /mcp", self.path));
+        }
+        for origin in &self.allowed_origins {
+            if !origin.contains("://") {
+                return err(
+                    "allowed_origins",
+                    format!("`{origin}` must include a scheme, e.g. https://app.example.com"),
+                );
+            }
+        }
+        for (name, upstream) in &self.upstreams {
+            let key = format!("upstreams.{name}");
+            if !valid_upstream_name(name) {
+                return err(&key, "an upstream name must match [a-z0-9_-]{1,32}".into());
+            }
+            match (&upstream.command, &upstream.url) {
+                (Some(_), Some(_)) => {
+                    return err(
+                        &key,
+                        "set either `command` (stdio) or `url` (HTTP), not both".into(),
+                    );
+                }
+                (None, None) => {
+                    return err(
+                        &key,
+                        "set `command` for a stdio upstream or `url` for an HTTP one".into(),
+                    );
+                }
+                (Some(_), None) if !upstream.headers.is_empty() => {
+                    return err(
+                        &key,
+                        "`headers` applies only to HTTP upstreams (`url`)".into(),
+                    );
+                }
+                (None, Some(url)) => {
+                    if !upstream.args.is_empty()
+                        || !upstream.env.is_empty()
+                        || upstream.cwd.is_some()
+                    {
+                        return err(
+                            &key,
+                            "`args`, `env` and `cwd` apply only to stdio upstreams (`command`)"
+                                .into(),
+                        );
+                    }
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return err(
+                            &format!("{key}.url"),
+                            format!("`{url}` must be an http:// or https:// URL"),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut anonymous = 0;
+        for (i, caller) in self.callers.iter().enumerate() {
+            let key = format!("callers.{i}");
+            if caller.name.is_empty() {
+                return err(&key, "a caller needs a `name`".into());
+            }
+            if !seen.insert(caller.name.as_str()) {
+                return err(&key, format!("caller name `{}` is used twice", caller.name));
+            }
+            let kinds = [
+                caller.api_key_sha256.is_some(),
+                caller.api_key_env.is_some(),
+                caller.anonymous,
+            ];
+            if kinds.iter().filter(|k| **k).count() != 1 {
+                return err(
+                    &key,
+                    format!(
+                        "caller `{}` needs exactly one of `api_key_sha256`, `api_key_env` or `anonymous: true`",
+                        caller.name
+                    ),
+                );
+            }
+            if let Some(digest) = &caller.api_key_sha256
+                && (digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                return err(
+                    &format!("{key}.api_key_sha256"),
+                    "must be 64 hex digits: run `narrowgate hash-key` to make one".into(),
+                );
+            }
+            if let Some(var) = &caller.api_key_env {
+                match std::env::var(var) {
+                    Ok(v) if !v.is_empty() => {}
+                    _ => {
+                        return err(
+                            &format!("{key}.api_key_env"),
+                            format!("environment variable {var} is not set or empty"),
+                        );
+                    }
+                }
+            }
+            if caller.anonymous {
+                anonymous += 1;
+            }
+        }
+        if anonymous > 1 {
+            return err("callers", "only one caller may be `anonymous: true`".into());
+        }
+        if let Some(oauth) = &self.oauth {
+            if oauth.jwks_url.is_some() == oauth.jwks_file.is_some() {
+                return err(
+                    "oauth",
+                    "set exactly one of `jwks_url` or `jwks_file`".into(),
+                );
+            }
+            if oauth.audience.is_none() && self.public_url.is_none() {
+                return err(
+                    "oauth.audience",
+                    "set `audience`, or `public_url` which it defaults to".into(),
+                );
+            }
+        }
+        self.state_backend()
+            .map_err(|message| LoadError::invalid(file, "state", message))?;
+        Ok(())
+    }
+
+    /// The parsed `state` setting.
+    pub fn state_backend(&self) -> Result<StateBackend, String> {
+        match self.state.as_str() {
+            "memory" => Ok(StateBackend::Memory),
+            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                Ok(StateBackend::Redis(url.to_string()))
+            }
+            other => Err(format!(
+                "`{other}` must be `memory` or a redis://host:port URL"
+            )),
+        }
+    }
+
+    /// The socket address to listen on (validated at load).
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+}
+
+/// The folder of a file, for resolving paths written relative to it.
+pub fn base_dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// `[a-z0-9_-]{1,32}`.
+pub fn valid_upstream_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, LoadError> {
+        let path = Path::new("/etc/narrowgate/test.yaml");
+        let mut config: Config = yaml::parse(path, text)?;
+        config.source = path.to_path_buf();
+        config.resolve_paths();
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn a_minimal_file_gets_the_documented_defaults() {
+        let config = parse("upstreams: {}\n").expect("valid");
+        assert_eq!(config.listen, "127.0.0.1:8080");
+        assert_eq!(config.path, "/mcp");
+        assert_eq!(config.max_request_bytes, ByteSize(1 << 20));
+        assert_eq!(config.contracts, PathBuf::from("/etc/narrowgate/contracts"));
+        assert_eq!(config.state_backend(), Ok(StateBackend::Memory));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_that_name_the_key() {
+        let e = parse("upstreams:\n  files:\n    comand: npx\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("upstreams.files"), "{e}");
+        assert!(e.contains("unknown field `comand`"), "{e}");
+        let e = parse("listen: 127.0.0.1:1\nlisten_port: 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listen_port"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = parse("upstreams:\n  w:\n    url: http://x/mcp\n    timeout: 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("upstreams.w.timeout") && e.contains("no unit"),
+            "{e}"
+        );
+        let e = parse("upstreams:\n  Bad Name:\n    command: x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[a-z0-9_-]{1,32}"), "{e}");
+        let e = parse("callers:\n  - name: a\n    tools: ['*']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("callers.0") && e.contains("exactly one"), "{e}");
+        let e = parse("state: postgres://x\n").unwrap_err().to_string();
+        assert!(e.contains("state"), "{e}");
+    }
+
+    #[test]
+    fn relative_commands_and_paths_resolve_against_the_file() {
+        let config = parse(
+            "upstreams:\n  a:\n    command: ../bin/up\n    cwd: work\n  b:\n    command: npx\n",
+        )
+        .expect("valid");
+        let a = &config.upstreams["a"];
+        assert_eq!(a.command.as_deref(), Some("/etc/narrowgate/../bin/up"));
+        assert_eq!(a.cwd, Some(PathBuf::from("/etc/narrowgate/work")));
+        assert_eq!(config.upstreams["b"].command.as_deref(), Some("npx"));
+    }
+}

@@ -1,0 +1,164 @@
+//! Reading one YAML file into a typed value, the same way for the configuration and the contracts.
+//!
+//! The file is first parsed into a plain JSON tree, `${VAR}` references in its strings are expanded
+//! from the environment, and only then is the tree deserialized into the typed structure. Going
+//! through the tree lets every error name the key it is about (`upstreams.files.comand: unknown
+//! field`), which is what an operator needs to fix a typo.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why a YAML file could not be loaded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid YAML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("{path}: {key}: {message}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+impl LoadError {
+    pub fn invalid(path: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
+        LoadError::Invalid {
+            path: path.to_path_buf(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads `path`, expands `${VAR}` from the environment and deserializes it as `T`.
+pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+/// Like [`load`], from text already read; `path` is only used in messages.
+pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, LoadError> {
+    let mut tree: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Syntax {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if tree.is_null() {
+        // An empty file is an empty mapping, so defaults apply and required keys are reported.
+        tree = Value::Object(Default::default());
+    }
+    expand_env(&mut tree, &mut Vec::new(), &|name| std::env::var(name).ok())
+        .map_err(|(key, message)| LoadError::invalid(path, key, message))?;
+    serde_path_to_error::deserialize(tree).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." {
+            "(top level)".to_string()
+        } else {
+            key
+        };
+        LoadError::invalid(path, key, e.into_inner().to_string())
+    })
+}
+
+/// Replaces `${VAR}` in every string of `tree`; `$$` stands for a literal `$`.
+/// Returns the key path and a message for the first unset variable.
+fn expand_env(
+    tree: &mut Value,
+    key: &mut Vec<String>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), (String, String)> {
+    match tree {
+        Value::String(s) if s.contains('$') => {
+            *s = expand_string(s, lookup).map_err(|m| (key.join("."), m))?;
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                key.push(i.to_string());
+                expand_env(item, key, lookup)?;
+                key.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                key.push(k.clone());
+                expand_env(v, key, lookup)?;
+                key.pop();
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn expand_string(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unterminated `${{` in `{text}`"))?;
+            let name = &body[..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!(
+                    "`${{{name}}}` is not a valid environment variable name"
+                ));
+            }
+            let value =
+                lookup(name).ok_or_else(|| format!("environment variable {name} is not set"))?;
+            out.push_str(&value);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "TOKEN").then(|| "s3cret".to_string())
+    }
+
+    #[test]
+    fn expands_set_variables_and_names_the_key_of_an_unset_one() {
+        let mut tree = json!({"a": {"b": ["x ${TOKEN} y", "$$HOME", "cost $5"]}});
+        expand_env(&mut tree, &mut Vec::new(), &env).expect("expands");
+        assert_eq!(
+            tree,
+            json!({"a": {"b": ["x s3cret y", "$HOME", "cost $5"]}})
+        );
+
+        let mut tree = json!({"up": {"headers": {"auth": "Bearer ${MISSING}"}}});
+        let (key, message) = expand_env(&mut tree, &mut Vec::new(), &env).unwrap_err();
+        assert_eq!(key, "up.headers.auth");
+        assert_eq!(message, "environment variable MISSING is not set");
+    }
+
+    #[test]
+    fn rejects_malformed_references() {
+        assert!(expand_string("${", &env).is_err());
+        assert!(expand_string("${A-B}", &env).is_err());
+    }
+}

@@ -1,0 +1,378 @@
+//! Contracts (SPEC §3): what an operator declares about each tool it exposes, loaded from the
+//! contracts directory, checked, and compiled once into validators.
+//!
+//! A contract is the only source of what clients see: its name, texts, schemas and annotations are
+//! published; the upstream's never are.
+
+pub mod digest;
+pub mod enforce;
+pub mod narrow;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonschema::Validator;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::{ConfigDuration, LoadError, Rate, valid_upstream_name, yaml};
+
+/// One contract file: the tools of one upstream.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContractFile {
+    upstream: String,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolContractFields>,
+}
+
+/// A tool's contract as written in the file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolContractFields {
+    upstream_tool: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    privilege: Privilege,
+    side_effects: Option<SideEffects>,
+    idempotent: Option<bool>,
+    timeout: Option<ConfigDuration>,
+    #[serde(default)]
+    retries: u32,
+    #[serde(default)]
+    scopes: Vec<String>,
+    rate: Option<Rate>,
+    dedupe: Option<ConfigDuration>,
+    input: Option<Value>,
+    output: Option<Value>,
+    #[serde(default)]
+    redact: Vec<String>,
+    pin: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Privilege {
+    Read,
+    /// The default when a contract does not say: assume the tool changes something.
+    #[default]
+    Write,
+    Execute,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffects {
+    None,
+    Reversible,
+    Irreversible,
+}
+
+/// A checked, compiled tool contract.
+pub struct ToolContract {
+    /// The exposed name, unique across all contracts.
+    pub name: String,
+    pub upstream: String,
+    pub upstream_tool: String,
+    /// The file it was declared in.
+    pub file: PathBuf,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub privilege: Privilege,
+    pub side_effects: SideEffects,
+    pub idempotent: bool,
+    pub timeout: Option<Duration>,
+    pub retries: u32,
+    pub scopes: Vec<String>,
+    pub rate: Option<Rate>,
+    pub dedupe: Option<Duration>,
+    /// The input schema as written (2020-12).
+    pub input: Value,
+    pub output: Option<Value>,
+    pub input_validator: Arc<Validator>,
+    pub output_validator: Option<Arc<Validator>>,
+    pub redact: Vec<String>,
+    pub pin: Option<String>,
+    /// `sha256:` of the contract's canonical JSON, recorded with each call.
+    pub digest: String,
+}
+
+impl std::fmt::Debug for ToolContract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContract")
+            .field("name", &self.name)
+            .field("upstream", &self.upstream)
+            .field("upstream_tool", &self.upstream_tool)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every tool contract, by exposed name.
+#[derive(Debug, Default)]
+pub struct ContractSet {
+    pub tools: BTreeMap<String, Arc<ToolContract>>,
+}
+
+/// `^[A-Za-z0-9_-]{1,64}$`: the tool names LLM provider APIs accept.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl ContractSet {
+    /// Loads every `*.yaml`/`*.yml` file in `dir`, in name order.
+    pub fn load_dir(dir: &Path) -> Result<ContractSet, LoadError> {
+        let entries = std::fs::read_dir(dir).map_err(|source| LoadError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            })
+            .collect();
+        files.sort();
+        let mut set = ContractSet::default();
+        for file in files {
+            set.add_file(&file)?;
+        }
+        Ok(set)
+    }
+
+    fn add_file(&mut self, file: &Path) -> Result<(), LoadError> {
+        let parsed: ContractFile = yaml::load(file)?;
+        if !valid_upstream_name(&parsed.upstream) {
+            return Err(LoadError::invalid(
+                file,
+                "upstream",
+                "an upstream name must match [a-z0-9_-]{1,32}",
+            ));
+        }
+        for (name, fields) in parsed.tools {
+            let key = format!("tools.{name}");
+            if let Some(existing) = self.tools.get(&name) {
+                return Err(LoadError::invalid(
+                    file,
+                    key,
+                    format!(
+                        "tool name `{name}` is already declared in {}; exposed names must be unique",
+                        existing.file.display()
+                    ),
+                ));
+            }
+            let contract =
+                build(file, &parsed.upstream, &name, fields).map_err(|(sub, message)| {
+                    LoadError::invalid(file, format!("{key}{sub}"), message)
+                })?;
+            self.tools.insert(name, Arc::new(contract));
+        }
+        Ok(())
+    }
+}
+
+/// Checks one tool's fields and compiles its schemas. Errors carry a key suffix and a message.
+fn build(
+    file: &Path,
+    upstream: &str,
+    name: &str,
+    f: ToolContractFields,
+) -> Result<ToolContract, (String, String)> {
+    let err = |sub: &str, message: String| Err((sub.to_string(), message));
+    if !valid_tool_name(name) {
+        return err(
+            "",
+            "an exposed tool name must match ^[A-Za-z0-9_-]{1,64}$".into(),
+        );
+    }
+    let idempotent = f.idempotent.unwrap_or(f.privilege == Privilege::Read);
+    if f.retries > 0 && !idempotent {
+        return err(
+            ".retries",
+            "retries must be 0 unless the tool is idempotent: a retried write could take effect twice".into(),
+        );
+    }
+    let side_effects = f.side_effects.unwrap_or(match f.privilege {
+        Privilege::Read => SideEffects::None,
+        // Unless told otherwise, assume the worst: clients then ask before calling it.
+        _ => SideEffects::Irreversible,
+    });
+    // No `input` means the tool takes no arguments.
+    let input = f
+        .input
+        .unwrap_or_else(|| json!({"type": "object", "additionalProperties": false}));
+    if input.get("type").and_then(Value::as_str) != Some("object") {
+        return err(".input", "must be an object schema (`type: object`)".into());
+    }
+    let input_validator = checked_schema(&input).map_err(|m| (".input".to_string(), m))?;
+    let output_validator = match &f.output {
+        Some(output) => Some(checked_schema(output).map_err(|m| (".output".to_string(), m))?),
+        None => None,
+    };
+    for (i, pointer) in f.redact.iter().enumerate() {
+        if !pointer.starts_with('/') {
+            return err(
+                &format!(".redact.{i}"),
+                format!("`{pointer}` must be a JSON pointer like /token"),
+            );
+        }
+    }
+    if let Some(pin) = &f.pin {
+        let ok = pin
+            .strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()));
+        if !ok {
+            return err(
+                ".pin",
+                "must be `sha256:` and 64 hex digits, as `narrowgate check` prints it".into(),
+            );
+        }
+    }
+    let digest = digest::sha256_of(&json!({
+        "name": name, "upstream": upstream, "upstream_tool": f.upstream_tool,
+        "title": f.title, "description": f.description,
+        "privilege": format!("{:?}", f.privilege), "side_effects": format!("{side_effects:?}"),
+        "idempotent": idempotent, "timeout": f.timeout.map(|d| d.0.as_millis() as u64),
+        "retries": f.retries, "scopes": f.scopes, "rate": f.rate.map(|r| r.to_string()),
+        "dedupe": f.dedupe.map(|d| d.0.as_millis() as u64),
+        "input": input, "output": f.output, "redact": f.redact, "pin": f.pin,
+    }));
+    Ok(ToolContract {
+        name: name.to_string(),
+        upstream: upstream.to_string(),
+        upstream_tool: f.upstream_tool.unwrap_or_else(|| name.to_string()),
+        file: file.to_path_buf(),
+        title: f.title,
+        description: f.description,
+        privilege: f.privilege,
+        side_effects,
+        idempotent,
+        timeout: f.timeout.map(|d| d.0),
+        retries: f.retries,
+        scopes: f.scopes,
+        rate: f.rate,
+        dedupe: f.dedupe.map(|d| d.0),
+        input,
+        output: f.output,
+        input_validator,
+        output_validator,
+        redact: f.redact,
+        pin: f.pin,
+        digest,
+    })
+}
+
+/// A contract schema must be 2020-12 (the dialect the gateway publishes), valid against its
+/// meta-schema, and compilable offline.
+fn checked_schema(schema: &Value) -> Result<Arc<Validator>, String> {
+    if let Some(dialect) = schema.get("$schema").and_then(Value::as_str)
+        && dialect.trim_end_matches('#') != schema::DRAFT_2020_12
+    {
+        return Err(format!(
+            "contracts are written in JSON Schema 2020-12; remove `$schema: {dialect}`"
+        ));
+    }
+    schema::check_meta(schema)?;
+    schema::compile(schema)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).expect("write contract");
+    }
+
+    #[test]
+    fn defaults_follow_privilege_and_names_default_to_the_exposed_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(
+            dir.path(),
+            "w.yaml",
+            "upstream: weather\ntools:\n  get_weather:\n    privilege: read\n    input: {type: object}\n  delete_all:\n    input: {type: object}\n",
+        );
+        let set = ContractSet::load_dir(dir.path()).expect("loads");
+        let read = &set.tools["get_weather"];
+        assert_eq!(
+            (read.idempotent, read.side_effects),
+            (true, SideEffects::None)
+        );
+        assert_eq!(read.upstream_tool, "get_weather");
+        let write = &set.tools["delete_all"];
+        assert_eq!(
+            (write.privilege, write.idempotent, write.side_effects),
+            (Privilege::Write, false, SideEffects::Irreversible)
+        );
+    }
+
+    #[test]
+    fn duplicate_names_across_files_name_both_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(
+            dir.path(),
+            "a.yaml",
+            "upstream: a\ntools:\n  t: {input: {type: object}}\n",
+        );
+        write(
+            dir.path(),
+            "b.yaml",
+            "upstream: b\ntools:\n  t: {input: {type: object}}\n",
+        );
+        let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("a.yaml") && e.contains("b.yaml") && e.contains("tools.t"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn invalid_contracts_are_refused_with_the_key() {
+        let cases = [
+            ("tools:\n  t: {input: {type: object}}\n", "upstream"),
+            (
+                "upstream: a\ntools:\n  t: {input: {type: string}}\n",
+                "tools.t.input",
+            ),
+            (
+                "upstream: a\ntools:\n  t: {input: {type: object, properties: {x: {type: strng}}}}\n",
+                "tools.t.input",
+            ),
+            (
+                "upstream: a\ntools:\n  t: {privilege: write, retries: 2}\n",
+                "tools.t.retries",
+            ),
+            ("upstream: a\ntools:\n  t: {pin: abc}\n", "tools.t.pin"),
+            (
+                "upstream: a\ntools:\n  t: {redact: [token]}\n",
+                "tools.t.redact.0",
+            ),
+            ("upstream: a\ntools:\n  'bad name': {}\n", "tools.bad name"),
+            (
+                "upstream: a\ntools:\n  t: {privlege: read}\n",
+                "unknown field `privlege`",
+            ),
+            (
+                "upstream: a\ntools:\n  t: {timeout: 5}\n",
+                "tools.t.timeout",
+            ),
+        ];
+        for (text, expected) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write(dir.path(), "c.yaml", text);
+            let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(expected) && e.contains("c.yaml"),
+                "{text:?} gave {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The catalog: every contract joined with its upstream's current tool list, narrowed, and turned
+//! into the tool clients see (or a reason why they don't). It is rebuilt whenever an upstream's
+//! status or tools change, and swapped in whole, so a call always sees one consistent version.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+
+use crate::contract::narrow::{Verdict, narrow};
+use crate::contract::{ContractSet, Privilege, SideEffects, ToolContract, digest, schema};
+use crate::upstream::{Snapshot, Status};
+
+/// A tool that clients may see.
+pub struct ExposedTool {
+    pub contract: Arc<ToolContract>,
+    /// What `tools/list` publishes.
+    pub published: Tool,
+    /// The upstream tool's own schemas, enforced alongside the contract's. `None` until the
+    /// upstream has listed its tools once (calls then answer that the upstream is unavailable).
+    pub upstream_schemas: Option<UpstreamSchemas>,
+}
+
+pub struct UpstreamSchemas {
+    pub input: Arc<Validator>,
+    pub output: Option<Arc<Validator>>,
+    pub verdict: Verdict,
+    pub digest: String,
+}
+
+/// Each contract's state in this version of the catalog.
+pub enum Entry {
+    Exposed(Arc<ExposedTool>),
+    Disabled {
+        contract: Arc<ToolContract>,
+        reason: String,
+    },
+}
+
+#[derive(Default)]
+pub struct Catalog {
+    pub entries: BTreeMap<String, Entry>,
+}
+
+impl Catalog {
+    /// Joins `contracts` with the upstreams' snapshots.
+    pub fn build(contracts: &ContractSet, upstreams: &BTreeMap<String, Snapshot>) -> Catalog {
+        let mut entries = BTreeMap::new();
+        for (name, contract) in &contracts.tools {
+            let entry = match upstreams.get(&contract.upstream) {
+                None => Entry::Disabled {
+                    contract: contract.clone(),
+                    reason: format!(
+                        "upstream `{}` is not configured (declared in {})",
+                        contract.upstream,
+                        contract.file.display()
+                    ),
+                },
+                Some(snapshot) => entry_for(contract, snapshot),
+            };
+            if let Entry::Disabled { reason, .. } = &entry {
+                tracing::warn!(tool = %name, %reason, "tool disabled");
+            }
+            entries.insert(name.clone(), entry);
+        }
+        Catalog { entries }
+    }
+
+    /// The exposed tool called `name`, if it is enabled.
+    pub fn exposed(&self, name: &str) -> Option<&Arc<ExposedTool>> {
+        match self.entries.get(name) {
+            Some(Entry::Exposed(tool)) => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// Every enabled tool, in name order.
+    pub fn exposed_tools(&self) -> impl Iterator<Item = &Arc<ExposedTool>> {
+        self.entries.values().filter_map(|e| match e {
+            Entry::Exposed(tool) => Some(tool),
+            Entry::Disabled { .. } => None,
+        })
+    }
+}
+
+fn entry_for(contract: &Arc<ToolContract>, snapshot: &Snapshot) -> Entry {
+    let disabled = |reason: String| Entry::Disabled {
+        contract: contract.clone(),
+        reason,
+    };
+    // Never listed yet: publish the contract as is; calls answer "unavailable" until it connects.
+    if snapshot.status == Status::Starting
+        || (snapshot.tools.is_empty() && matches!(snapshot.status, Status::Down { .. }))
+    {
+        return Entry::Exposed(Arc::new(ExposedTool {
+            contract: contract.clone(),
+            published: publish(contract, &contract.input),
+            upstream_schemas: None,
+        }));
+    }
+    let Some(upstream_tool) = snapshot
+        .tools
+        .iter()
+        .find(|t| t.name == contract.upstream_tool.as_str())
+    else {
+        return disabled(format!(
+            "upstream `{}` has no tool `{}`",
+            contract.upstream, contract.upstream_tool
+        ));
+    };
+    let upstream_digest = digest::tool_digest(upstream_tool);
+    if let Some(pin) = &contract.pin
+        && *pin != upstream_digest
+    {
+        return disabled(format!(
+            "pin mismatch: the contract pins {pin} but upstream tool `{}` is now {upstream_digest}",
+            contract.upstream_tool
+        ));
+    }
+    let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
+    let input = match schema::compile(&upstream_input) {
+        Ok(v) => v,
+        Err(e) => {
+            return disabled(format!(
+                "the upstream's inputSchema cannot be enforced: {e}"
+            ));
+        }
+    };
+    let output = match upstream_tool.output_schema.as_deref() {
+        None => None,
+        Some(s) => match schema::compile(&Value::Object(s.clone())) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                return disabled(format!(
+                    "the upstream's outputSchema cannot be enforced: {e}"
+                ));
+            }
+        },
+    };
+    let narrowing = narrow(&contract.input, &upstream_input);
+    if narrowing.verdict == Verdict::Empty {
+        return disabled(format!(
+            "contract and upstream inputSchema admit no common arguments ({})",
+            narrowing.verdict
+        ));
+    }
+    Entry::Exposed(Arc::new(ExposedTool {
+        contract: contract.clone(),
+        published: publish(contract, &narrowing.published),
+        upstream_schemas: Some(UpstreamSchemas {
+            input,
+            output,
+            verdict: narrowing.verdict,
+            digest: upstream_digest,
+        }),
+    }))
+}
+
+/// The tool as clients see it: the contract's name, texts, schemas and annotations only.
+fn publish(contract: &ToolContract, input_schema: &Value) -> Tool {
+    let input: JsonObject = input_schema.as_object().cloned().unwrap_or_default();
+    let mut tool = Tool::new_with_raw(
+        contract.name.clone(),
+        contract.description.clone().map(Into::into),
+        Arc::new(input),
+    );
+    if let Some(title) = &contract.title {
+        tool = tool.with_title(title.clone());
+    }
+    if let Some(Value::Object(output)) = &contract.output {
+        tool = tool.with_raw_output_schema(Arc::new(output.clone()));
+    }
+    let read_only = contract.privilege == Privilege::Read;
+    tool.with_annotations(
+        ToolAnnotations::new()
+            .read_only(read_only)
+            .destructive(contract.side_effects == SideEffects::Irreversible)
+            .idempotent(contract.idempotent),
+    )
+}

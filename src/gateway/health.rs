@@ -1,0 +1,68 @@
+//! `/healthz` (the process answers) and `/readyz` (each upstream's and each tool's state).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use super::catalog::Entry;
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// 503 until every upstream has been tried once; then 200 with the state of everything.
+pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> (StatusCode, Json<Value>) {
+    let report = readiness(&gateway);
+    let status = if gateway.all_upstreams_tried() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(report))
+}
+
+/// The readiness report, also used by `check`.
+pub fn readiness(gateway: &Gateway) -> Value {
+    let mut upstreams = Map::new();
+    for (name, upstream) in &gateway.upstreams {
+        let snapshot = upstream.snapshot();
+        let mut entry = serde_json::to_value(&snapshot.status).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut entry {
+            map.insert("tools".into(), json!(snapshot.tools.len()));
+        }
+        upstreams.insert(name.clone(), entry);
+    }
+    let catalog = gateway.catalog();
+    let mut tools = Map::new();
+    for (name, entry) in &catalog.entries {
+        let value = match entry {
+            Entry::Exposed(tool) => match &tool.upstream_schemas {
+                Some(s) => json!({
+                    "state": "enabled",
+                    "upstream": tool.contract.upstream,
+                    "narrowing": s.verdict.to_string(),
+                }),
+                None => json!({
+                    "state": "unavailable",
+                    "upstream": tool.contract.upstream,
+                    "reason": format!("upstream {} has not listed its tools yet", tool.contract.upstream),
+                }),
+            },
+            Entry::Disabled { contract, reason } => json!({
+                "state": "disabled",
+                "upstream": contract.upstream,
+                "reason": reason,
+            }),
+        };
+        tools.insert(name.clone(), value);
+    }
+    json!({
+        "ready": gateway.all_upstreams_tried(),
+        "upstreams": upstreams,
+        "tools": tools,
+    })
+}

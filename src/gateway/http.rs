@@ -1,0 +1,270 @@
+//! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
+//! Host/Origin checks (DNS-rebinding defence, 403) → authentication (401) → session ownership
+//! (404 for another caller's session) → rmcp's Streamable HTTP service (413 for large bodies).
+//! Health endpoints sit beside it, outside those layers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::Gateway;
+use super::health;
+use super::server::McpHandler;
+use crate::policy::{AuthError, Caller};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+/// Sessions idle longer than this are forgotten (rmcp closes them after 5 minutes).
+const SESSION_IDLE: Duration = Duration::from_secs(600);
+
+/// Which caller opened each MCP session, so nobody else can use it.
+#[derive(Default)]
+pub struct SessionOwners {
+    owners: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl SessionOwners {
+    fn owner(&self, session: &str) -> Option<String> {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.get_mut(session).map(|(caller, seen)| {
+            *seen = Instant::now();
+            caller.clone()
+        })
+    }
+    fn record(&self, session: &str, caller: &str) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if owners.len() > 1024 {
+            owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
+        }
+        owners.insert(session.to_string(), (caller.to_string(), Instant::now()));
+    }
+    fn forget(&self, session: &str) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.remove(session);
+    }
+}
+
+/// The state the layers share.
+#[derive(Clone)]
+struct Layers {
+    gateway: Arc<Gateway>,
+    sessions: Arc<SessionOwners>,
+}
+
+/// Builds the whole HTTP application.
+pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
+    let config = &gateway.config;
+    let mcp_config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked by our own outer layer, before authentication.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(
+            usize::try_from(config.max_request_bytes.0).unwrap_or(usize::MAX),
+        )
+        .with_json_response(true)
+        .with_cancellation_token(shutdown.child_token());
+    let handler = McpHandler {
+        gateway: gateway.clone(),
+    };
+    let mcp = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    let layers = Layers {
+        gateway: gateway.clone(),
+        sessions: Arc::new(SessionOwners::default()),
+    };
+    let mcp_routes = Router::new()
+        .route_service(&config.path, mcp)
+        .layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
+        .layer(middleware::from_fn_with_state(layers.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(
+            layers.clone(),
+            check_host_and_origin,
+        ));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/.well-known/oauth-protected-resource", get(not_found))
+        .route(
+            &format!("/.well-known/oauth-protected-resource{}", config.path),
+            get(not_found),
+        )
+        .with_state(gateway)
+        .merge(mcp_routes)
+}
+
+async fn not_found() -> StatusCode {
+    StatusCode::NOT_FOUND
+}
+
+/// 403 for a Host not in `allowed_hosts` or an Origin not in `allowed_origins`.
+async fn check_host_and_origin(State(l): State<Layers>, request: Request, next: Next) -> Response {
+    let config = &l.gateway.config;
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if !host.is_some_and(|h| host_allowed(&config.allowed_hosts, h)) {
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        )
+            .into_response();
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let ok = origin
+            .to_str()
+            .is_ok_and(|o| origin_allowed(&config.allowed_origins, o));
+        if !ok {
+            return (StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed").into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// `host` is a Host header (`name[:port]`); entries without a port match any port.
+fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default().to_string(),
+        None => host
+            .rsplit_once(':')
+            .map_or(host.clone(), |(n, _)| n.to_string()),
+    };
+    allowed.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        let entry = entry.trim_start_matches('[').replace(']', "");
+        entry == "*" || entry == name || entry == host.replace(['[', ']'], "")
+    })
+}
+
+/// `origin` matches an entry exactly, or an entry ending in `:*` with any port.
+fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+    let origin = origin.trim().to_ascii_lowercase();
+    allowed.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        match entry.strip_suffix(":*") {
+            Some(prefix) => {
+                origin == prefix
+                    || origin
+                        .strip_prefix(prefix)
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .is_some_and(|port| port.chars().all(|c| c.is_ascii_digit()))
+            }
+            None => entry.trim_end_matches('/') == origin,
+        }
+    })
+}
+
+/// 401 with `WWW-Authenticate: Bearer` unless the request carries a known caller's credentials.
+async fn authenticate(State(l): State<Layers>, mut request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|h| h.to_str().unwrap_or(""));
+    match l.gateway.authenticator.authenticate(header) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => {
+            tracing::info!(reason = %e, "request refused: 401");
+            let description = match e {
+                AuthError::Missing => {
+                    "this gateway requires an API key: send Authorization: Bearer <key>"
+                }
+                AuthError::Invalid => "the credentials presented are not valid",
+            };
+            let mut response = (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(
+                    serde_json::json!({"error": "invalid_token", "error_description": description}),
+                ),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown
+/// session, so session ids cannot be probed either.
+async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> Response {
+    let Some(caller) = request.extensions().get::<Arc<Caller>>().cloned() else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    let presented = session_id(request.headers());
+    if let Some(session) = &presented
+        && let Some(owner) = l.sessions.owner(session)
+        && owner != caller.name
+    {
+        tracing::warn!(caller = %caller.name, "request refused: session belongs to another caller");
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    let is_delete = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    match (&presented, session_id(response.headers())) {
+        (None, Some(created)) => l.sessions.record(&created, &caller.name),
+        (Some(session), _) if is_delete && response.status().is_success() => {
+            l.sessions.forget(session)
+        }
+        _ => {}
+    }
+    response
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn hosts_match_by_name_with_any_port() {
+        let allowed = list(&["localhost", "127.0.0.1", "::1"]);
+        assert!(host_allowed(&allowed, "localhost:8080"));
+        assert!(host_allowed(&allowed, "LOCALHOST"));
+        assert!(host_allowed(&allowed, "[::1]:80"));
+        assert!(!host_allowed(&allowed, "evil.example.com"));
+        assert!(!host_allowed(&allowed, "localhost.evil.com:80"));
+        assert!(host_allowed(&list(&["*"]), "anything:1"));
+        assert!(host_allowed(
+            &list(&["gw.example.com:443"]),
+            "gw.example.com:443"
+        ));
+    }
+
+    #[test]
+    fn origins_match_exactly_or_with_a_port_wildcard() {
+        let allowed = list(&["https://app.example.com", "http://localhost:*"]);
+        assert!(origin_allowed(&allowed, "https://app.example.com"));
+        assert!(origin_allowed(&allowed, "http://localhost:6274"));
+        assert!(!origin_allowed(&allowed, "http://localhost.evil.com:1"));
+        assert!(!origin_allowed(&allowed, "https://evil.example.com"));
+        assert!(!origin_allowed(&[], "http://localhost"));
+    }
+}

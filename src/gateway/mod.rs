@@ -1,0 +1,96 @@
+//! The gateway: the MCP server clients talk to, and the pipeline every `tools/call` goes through.
+//!
+//! [`Gateway`] is the shared state (configuration, contracts, upstreams, the current catalog);
+//! [`server`] is the MCP face of it, [`pipeline`] the life of one call, [`http`] the HTTP layers
+//! around the MCP endpoint (Host/Origin checks, authentication, session ownership).
+
+pub mod catalog;
+pub mod health;
+pub mod http;
+pub mod pipeline;
+pub mod server;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::contract::ContractSet;
+use crate::policy::Authenticator;
+use crate::upstream::Upstream;
+use catalog::Catalog;
+
+/// Everything a request needs, shared by all sessions.
+pub struct Gateway {
+    pub config: Config,
+    pub contracts: ContractSet,
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    pub authenticator: Authenticator,
+    catalog: RwLock<Arc<Catalog>>,
+}
+
+impl Gateway {
+    pub fn new(config: Config, contracts: ContractSet) -> Arc<Gateway> {
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u))))
+            .collect();
+        let authenticator = Authenticator::from_config(&config);
+        let gateway = Gateway {
+            config,
+            contracts,
+            upstreams,
+            authenticator,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+        };
+        gateway.rebuild_catalog();
+        Arc::new(gateway)
+    }
+
+    /// The current catalog. Cheap: one `Arc` clone under a read lock.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-joins the contracts with the upstreams' current tool lists.
+    pub fn rebuild_catalog(&self) {
+        let snapshots = self
+            .upstreams
+            .iter()
+            .map(|(name, u)| (name.clone(), u.snapshot()))
+            .collect();
+        let catalog = Arc::new(Catalog::build(&self.contracts, &snapshots));
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
+    }
+
+    /// Starts one supervisor per upstream and a task that rebuilds the catalog when any of them
+    /// changes. Everything stops when `stop` is cancelled.
+    pub fn start(self: &Arc<Self>, stop: CancellationToken) {
+        let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<String>();
+        for upstream in self.upstreams.values() {
+            tokio::spawn(upstream.clone().supervise(changed_tx.clone(), stop.clone()));
+        }
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            while let Some(name) = changed_rx.recv().await {
+                // Coalesce a burst of changes into one rebuild.
+                while changed_rx.try_recv().is_ok() {}
+                tracing::debug!(upstream = %name, "rebuilding catalog");
+                gateway.rebuild_catalog();
+            }
+        });
+    }
+
+    /// Whether every upstream has been tried at least once.
+    pub fn all_upstreams_tried(&self) -> bool {
+        self.upstreams
+            .values()
+            .all(|u| u.snapshot().status != crate::upstream::Status::Starting)
+    }
+}

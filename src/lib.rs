@@ -1,0 +1,13 @@
+//! narrowgate: an MCP gateway that publishes only contract-narrowed tools and checks every call
+//! and every result against its contract.
+//!
+//! Modules follow the concepts of SPEC.md: [`config`], [`contract`] (loading, narrowing,
+//! enforcement), [`upstream`] (clients and their supervision), [`policy`] (callers and what they
+//! may use), [`gateway`] (the MCP server and the call pipeline) and [`cli`].
+
+pub mod cli;
+pub mod config;
+pub mod contract;
+pub mod gateway;
+pub mod policy;
+pub mod upstream;

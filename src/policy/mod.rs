@@ -1,0 +1,206 @@
+//! Who is calling, and what they may use (SPEC §4.4, §4.6).
+//!
+//! [`Authenticator`] turns the `Authorization` header into a [`Caller`]; [`Caller::may_use`] is the
+//! one decision that both filters `tools/list` and guards `tools/call`, so a caller can never call
+//! a tool it cannot see, nor see one it cannot call.
+
+mod glob;
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Rate};
+
+pub use glob::glob_match;
+
+/// An authenticated caller, as policy sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    /// Globs over exposed tool names.
+    pub tools: Vec<String>,
+    pub scopes: Vec<String>,
+    pub rate: Option<Rate>,
+}
+
+impl Caller {
+    /// Whether this caller may see and call the exposed tool `tool`.
+    pub fn may_use(&self, tool: &str) -> bool {
+        self.tools.iter().any(|pattern| glob_match(pattern, tool))
+    }
+}
+
+/// Why a request has no caller. Both are answered 401: which one it was is only logged.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AuthError {
+    #[error("no credentials were presented")]
+    Missing,
+    #[error("the credentials presented are not valid")]
+    Invalid,
+}
+
+/// Resolves credentials to callers. API keys are held only as SHA-256 digests.
+#[derive(Debug, Default)]
+pub struct Authenticator {
+    keyed: Vec<([u8; 32], Arc<Caller>)>,
+    anonymous: Option<Arc<Caller>>,
+}
+
+impl Authenticator {
+    /// Builds the key table from `callers`. `api_key_env` keys are read (and hashed) now.
+    pub fn from_config(config: &Config) -> Authenticator {
+        let mut auth = Authenticator::default();
+        for c in &config.callers {
+            let caller = Arc::new(Caller {
+                name: c.name.clone(),
+                tools: c.tools.clone(),
+                scopes: c.scopes.clone(),
+                rate: c.rate,
+            });
+            let digest = if let Some(hex_digest) = &c.api_key_sha256 {
+                decode_digest(hex_digest)
+            } else if let Some(var) = &c.api_key_env {
+                std::env::var(var).ok().map(|key| hash_key(&key))
+            } else {
+                None
+            };
+            match digest {
+                Some(d) => auth.keyed.push((d, caller)),
+                None if c.anonymous => auth.anonymous = Some(caller),
+                None => {}
+            }
+        }
+        auth
+    }
+
+    /// Whether anyone at all can connect.
+    pub fn has_callers(&self) -> bool {
+        !self.keyed.is_empty() || self.anonymous.is_some()
+    }
+
+    /// The caller for an `Authorization` header value (`None` when absent). A request without
+    /// credentials is the anonymous caller if one is configured; a request with wrong credentials
+    /// never is.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, AuthError> {
+        let Some(header) = authorization else {
+            return self.anonymous.clone().ok_or(AuthError::Missing);
+        };
+        let token = bearer_token(header).ok_or(AuthError::Invalid)?;
+        let presented = hash_key(token);
+        // Compare against every entry without stopping early, in constant time per entry.
+        let mut found = None;
+        for (digest, caller) in &self.keyed {
+            if constant_time_eq(digest, &presented) {
+                found = Some(caller);
+            }
+        }
+        found.cloned().ok_or(AuthError::Invalid)
+    }
+}
+
+/// The token of `Bearer <token>` (the scheme is case-insensitive).
+pub fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// SHA-256 of an API key, as `api_key_sha256` stores it.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// Hex form of [`hash_key`], as `narrowgate hash-key` prints it.
+pub fn hash_key_hex(key: &str) -> String {
+    hex::encode(hash_key(key))
+}
+
+fn decode_digest(hex_digest: &str) -> Option<[u8; 32]> {
+    hex::decode(hex_digest.to_ascii_lowercase())
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+}
+
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CallerConfig;
+
+    fn caller(name: &str, key: Option<&str>, anonymous: bool) -> CallerConfig {
+        CallerConfig {
+            name: name.into(),
+            api_key_sha256: key.map(hash_key_hex),
+            api_key_env: None,
+            anonymous,
+            tools: vec!["read_*".into()],
+            rate: None,
+            scopes: vec![],
+        }
+    }
+
+    fn authenticator(callers: Vec<CallerConfig>) -> Authenticator {
+        let mut config: Config = crate::config::yaml::parse(std::path::Path::new("t.yaml"), "{}")
+            .expect("empty config parses");
+        config.callers = callers;
+        Authenticator::from_config(&config)
+    }
+
+    #[test]
+    fn keys_resolve_to_their_caller_and_bad_keys_never_fall_back_to_anonymous() {
+        let auth = authenticator(vec![
+            caller("alice", Some("k1"), false),
+            caller("anon", None, true),
+        ]);
+        assert_eq!(
+            auth.authenticate(Some("Bearer k1")).map(|c| c.name.clone()),
+            Ok("alice".into())
+        );
+        assert_eq!(
+            auth.authenticate(Some("bearer k1")).map(|c| c.name.clone()),
+            Ok("alice".into())
+        );
+        assert_eq!(
+            auth.authenticate(None).map(|c| c.name.clone()),
+            Ok("anon".into())
+        );
+        assert_eq!(
+            auth.authenticate(Some("Bearer nope")),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(auth.authenticate(Some("Basic k1")), Err(AuthError::Invalid));
+    }
+
+    #[test]
+    fn without_an_anonymous_caller_missing_credentials_are_refused() {
+        let auth = authenticator(vec![caller("alice", Some("k1"), false)]);
+        assert_eq!(auth.authenticate(None), Err(AuthError::Missing));
+    }
+
+    #[test]
+    fn hash_key_matches_the_spec_example() {
+        // SPEC §2's example digest is sha256("foo").
+        assert_eq!(
+            hash_key_hex("foo"),
+            "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+        );
+    }
+
+    #[test]
+    fn may_use_matches_globs_and_defaults_to_nothing() {
+        let mut c = Caller {
+            name: "c".into(),
+            tools: vec![],
+            scopes: vec![],
+            rate: None,
+        };
+        assert!(!c.may_use("read_file"));
+        c.tools = vec!["read_*".into(), "get_weather".into()];
+        assert!(c.may_use("read_file") && c.may_use("get_weather"));
+        assert!(!c.may_use("write_file") && !c.may_use("get_weather2"));
+    }
+}

@@ -1,0 +1,120 @@
+//! Opening one MCP client connection to an upstream: a stdio child process or a Streamable HTTP
+//! server, through rmcp's client. The connection reports tool-list changes on a channel.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use crate::config::UpstreamTransport;
+
+/// The gateway's side of an upstream connection: it identifies itself and passes
+/// `notifications/tools/list_changed` on, so the tools can be re-read and re-narrowed.
+pub struct UpstreamClient {
+    pub tools_changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.tools_changed.send(());
+    }
+}
+
+pub type Connection = RunningService<RoleClient, UpstreamClient>;
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("invalid header `{0}` for the upstream")]
+    Header(String),
+    #[error("MCP handshake failed: {0}")]
+    Handshake(String),
+}
+
+/// Connects to `name` over its transport. A stdio child's stderr goes to the log under its name.
+pub async fn connect(
+    name: &str,
+    transport: &UpstreamTransport,
+    handler: UpstreamClient,
+) -> Result<Connection, ConnectError> {
+    match transport {
+        UpstreamTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args);
+            // The child gets PATH, HOME and exactly the configured variables: none of the
+            // gateway's own secrets leak into it.
+            cmd.env_clear();
+            for var in ["PATH", "HOME"] {
+                if let Ok(value) = std::env::var(var) {
+                    cmd.env(var, value);
+                }
+            }
+            cmd.envs(env);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let (child, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| ConnectError::Spawn {
+                    command: command.clone(),
+                    source,
+                })?;
+            if let Some(stderr) = stderr {
+                let name = name.to_string();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::info!(upstream = %name, "stderr: {line}");
+                    }
+                });
+            }
+            handler
+                .serve(child)
+                .await
+                .map_err(|e| ConnectError::Handshake(e.to_string()))
+        }
+        UpstreamTransport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (k, v) in headers {
+                let name = http::HeaderName::try_from(k.as_str())
+                    .map_err(|_| ConnectError::Header(k.clone()))?;
+                let value = http::HeaderValue::try_from(v.as_str())
+                    .map_err(|_| ConnectError::Header(k.clone()))?;
+                custom.insert(name, value);
+            }
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(custom)
+                .reinit_on_expired_session(true)
+                .max_concurrent_requests(256);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| ConnectError::Handshake(e.to_string()))
+        }
+    }
+}

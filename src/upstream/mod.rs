@@ -1,0 +1,234 @@
+//! Upstream MCP servers: one supervised connection each, shared by all callers (SPEC §4.9).
+//!
+//! An [`Upstream`] holds the current connection (if any) and the tools it last listed. Its
+//! [`supervise`](Upstream::supervise) task keeps it connected; [`call`](Upstream::call) never
+//! waits for a connection: a down upstream answers at once.
+
+mod connect;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, Tool};
+use rmcp::service::{Peer, ServiceError};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{UpstreamConfig, UpstreamTransport};
+
+pub use connect::{ConnectError, UpstreamClient, connect};
+
+/// The state of an upstream as `/readyz` and `check` report it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Status {
+    /// Not tried yet.
+    Starting,
+    Up,
+    Down {
+        reason: String,
+    },
+}
+
+/// What the catalog needs of an upstream: its status and its current tool list.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub status: Status,
+    pub tools: Arc<Vec<Tool>>,
+}
+
+struct Current {
+    status: Status,
+    peer: Option<Peer<RoleClient>>,
+    tools: Arc<Vec<Tool>>,
+}
+
+/// One upstream server and its current connection.
+pub struct Upstream {
+    pub name: String,
+    pub transport: UpstreamTransport,
+    /// The per-call timeout of tools whose contract sets none.
+    pub default_timeout: Option<Duration>,
+    current: RwLock<Current>,
+}
+
+/// Why a call to an upstream did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("upstream {0} unavailable")]
+    Unavailable(String),
+    #[error("upstream did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("connection to the upstream was lost: {0}")]
+    ConnectionLost(String),
+    #[error("upstream answered with a protocol error {}: {}", .0.code.0, .0.message)]
+    Protocol(ErrorData),
+}
+
+impl Upstream {
+    pub fn new(name: &str, config: &UpstreamConfig) -> Upstream {
+        Upstream {
+            name: name.to_string(),
+            transport: config.transport(),
+            default_timeout: config.timeout.map(|d| d.0),
+            current: RwLock::new(Current {
+                status: Status::Starting,
+                peer: None,
+                tools: Arc::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+        Snapshot {
+            status: current.status.clone(),
+            tools: current.tools.clone(),
+        }
+    }
+
+    fn set(&self, status: Status, peer: Option<Peer<RoleClient>>, tools: Option<Vec<Tool>>) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        current.status = status;
+        current.peer = peer;
+        if let Some(tools) = tools {
+            current.tools = Arc::new(tools);
+        }
+    }
+
+    fn peer(&self) -> Option<Peer<RoleClient>> {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+        current.peer.clone()
+    }
+
+    /// Calls `params.name` on the upstream, waiting at most `timeout` for the answer.
+    pub async fn call(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let peer = self
+            .peer()
+            .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
+        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Err(_) => Err(CallError::Timeout(timeout)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallError::Protocol(e)),
+            Ok(Err(e)) => Err(CallError::ConnectionLost(e.to_string())),
+        }
+    }
+
+    /// Keeps this upstream connected until `stop` is cancelled: connects, lists tools, re-lists
+    /// them when the upstream says they changed, and reconnects with backoff when the connection
+    /// ends. `changed` is told after every change of status or tools.
+    pub async fn supervise(
+        self: Arc<Self>,
+        changed: mpsc::UnboundedSender<String>,
+        stop: CancellationToken,
+    ) {
+        let mut backoff = Backoff::new();
+        loop {
+            let (tools_tx, mut tools_rx) = mpsc::unbounded_channel();
+            let handler = UpstreamClient {
+                tools_changed: tools_tx,
+            };
+            let connected = tokio::select! {
+                _ = stop.cancelled() => return,
+                c = connect(&self.name, &self.transport, handler) => c,
+            };
+            let reason = match connected {
+                Err(e) => e.to_string(),
+                Ok(connection) => {
+                    let peer = connection.peer().clone();
+                    peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+                        .await;
+                    match peer.list_all_tools().await {
+                        Err(e) => format!("listing tools failed: {e}"),
+                        Ok(tools) => {
+                            tracing::info!(upstream = %self.name, tools = tools.len(), "upstream connected");
+                            backoff.reset();
+                            self.set(Status::Up, Some(peer.clone()), Some(tools));
+                            let _ = changed.send(self.name.clone());
+                            // Dropping `ended_by_peer` (on stop or on a failed re-list) cancels
+                            // the connection, which also ends a stdio child.
+                            let ended_by_peer = connection.waiting();
+                            tokio::pin!(ended_by_peer);
+                            loop {
+                                tokio::select! {
+                                    _ = stop.cancelled() => return,
+                                    _ = &mut ended_by_peer => break "connection closed".to_string(),
+                                    Some(()) = tools_rx.recv() => {
+                                        match peer.list_all_tools().await {
+                                            Ok(tools) => {
+                                                tracing::info!(upstream = %self.name, tools = tools.len(), "upstream tool list changed");
+                                                self.set(Status::Up, Some(peer.clone()), Some(tools));
+                                                let _ = changed.send(self.name.clone());
+                                            }
+                                            Err(e) => break format!("re-listing tools failed: {e}"),
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            tracing::warn!(upstream = %self.name, %reason, "upstream down");
+            self.set(Status::Down { reason }, None, None);
+            let _ = changed.send(self.name.clone());
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(backoff.next_delay()) => {}
+            }
+        }
+    }
+}
+
+/// Exponential backoff from 250 ms to 30 s with jitter, so restarting children do not thrash.
+struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { attempt: 0 }
+    }
+    fn reset(&mut self) {
+        self.attempt = 0;
+    }
+    fn next_delay(&mut self) -> Duration {
+        let base_ms = 250u64.saturating_mul(1 << self.attempt.min(7)).min(30_000);
+        self.attempt = self.attempt.saturating_add(1);
+        // Jitter of up to a quarter, from the clock's sub-second noise: no RNG dependency needed.
+        let noise = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::from(d.subsec_nanos()))
+            .unwrap_or(0);
+        Duration::from_millis(base_ms + noise % (base_ms / 4 + 1))
+    }
+}
+
+/// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
+pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let attempt = async {
+        let connection = connect(
+            &upstream.name,
+            &upstream.transport,
+            UpstreamClient { tools_changed: tx },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let tools = connection
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("listing tools failed: {e}"));
+        let _ = connection.cancel().await;
+        tools
+    };
+    tokio::time::timeout(within, attempt)
+        .await
+        .map_err(|_| format!("no answer within {within:?}"))?
+}
