@@ -1,5 +1,5 @@
 //! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
-//! Host/Origin checks (DNS-rebinding defence, 403) → authentication (401) → session ownership
+//! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) → authentication (401) → session ownership
 //! (404 for another caller's session) → rmcp's Streamable HTTP service (413 for large bodies).
 //! Health endpoints sit beside it, outside those layers.
 
@@ -88,6 +88,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .route_service(&config.path, mcp)
         .layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
         .layer(middleware::from_fn_with_state(layers.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(layers.clone(), check_body))
         .layer(middleware::from_fn_with_state(
             layers.clone(),
             check_host_and_origin,
@@ -106,6 +107,52 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
 
 async fn not_found() -> StatusCode {
     StatusCode::NOT_FOUND
+}
+
+/// Reads a POST body whole before anything else looks at it: 413 when it exceeds
+/// `max_request_bytes`, and 400 with JSON-RPC -32700 when it is not JSON at all (rmcp alone would
+/// answer 415). An oversized body with a declared length is drained, up to a bound, so the client
+/// reads the 413 instead of a reset connection.
+async fn check_body(State(l): State<Layers>, request: Request, next: Next) -> Response {
+    const DRAIN_AT_MOST: u64 = 64 << 20;
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let limit = l.gateway.config.max_request_bytes.0;
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "Payload Too Large: the request body exceeds max_request_bytes ({limit} bytes)"
+            ),
+        )
+            .into_response()
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (parts, body) = request.into_parts();
+    if let Some(length) = declared
+        && length > limit
+    {
+        if length <= DRAIN_AT_MOST {
+            let _ = axum::body::to_bytes(body, usize::MAX).await;
+        }
+        return too_large();
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
+    else {
+        return too_large();
+    };
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32700, "message": format!("Parse error: the body is not valid JSON ({e})")}});
+        return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// 403 for a Host not in `allowed_hosts` or an Origin not in `allowed_origins`.

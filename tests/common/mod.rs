@@ -1,0 +1,324 @@
+//! Shared harness of the integration tests: start the real `narrowgate` binary on a config written
+//! to a temporary folder, start the repository's demo upstream, and talk raw MCP over HTTP.
+#![allow(dead_code)] // each test crate uses a part of it
+
+pub mod peers;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The API key every test config gives its main caller.
+pub const KEY: &str = "test-key-alice";
+
+/// `sha256(key)` in hex, as `api_key_sha256` wants it (computed by the binary itself).
+pub fn hash_key(key: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .args(["hash-key", key])
+        .output()
+        .expect("run narrowgate hash-key");
+    assert!(out.status.success(), "hash-key failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The demo upstream built from `tests/upstream` (cargo builds examples with the tests).
+pub fn demo_upstream_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/<test> → target/debug/examples/demo-upstream
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("examples");
+    let bin = dir.join("demo-upstream");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --example demo-upstream` (cargo test builds it)",
+        bin.display()
+    );
+    bin
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running gateway process, killed on drop. Its log is kept in its temporary folder.
+pub struct Gateway {
+    child: Child,
+    pub base: String,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    /// Writes `config` (YAML without `listen`/`contracts`) and `contracts` (file name, YAML) and
+    /// starts `narrowgate serve` on a free port, waiting until `/readyz` answers 200.
+    pub fn start(config: &str, contracts: &[(&str, &str)]) -> Gateway {
+        let gateway = Gateway::spawn(config, contracts, &[]);
+        gateway.wait_ready(Duration::from_secs(60));
+        gateway
+    }
+
+    /// Like [`start`](Self::start) without waiting, with extra environment variables.
+    pub fn spawn(config: &str, contracts: &[(&str, &str)], env: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let contracts_dir = dir.path().join("contracts");
+        std::fs::create_dir(&contracts_dir).expect("contracts dir");
+        for (name, text) in contracts {
+            std::fs::write(contracts_dir.join(name), text).expect("write contract");
+        }
+        let config_path = dir.path().join("narrowgate.yaml");
+        std::fs::write(&config_path, format!("contracts: contracts\n{config}"))
+            .expect("write config");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("gateway.log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .env("NARROWGATE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("NARROWGATE_LOG", "info")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start narrowgate");
+        let base = format!("http://127.0.0.1:{port}");
+        Gateway {
+            child,
+            url: format!("{base}/mcp"),
+            base,
+            dir,
+        }
+    }
+
+    /// Blocks until `/readyz` answers 200, or panics with the gateway's log.
+    pub fn wait_ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some((200, _)) = http_get(&self.base, "/readyz") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("gateway not ready within {within:?}; log:\n{}", self.log());
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
+    }
+
+    /// The `/readyz` report.
+    pub fn readyz(&self) -> Value {
+        let (_, body) = http_get(&self.base, "/readyz").expect("readyz answers");
+        serde_json::from_str(&body).expect("readyz is JSON")
+    }
+
+    /// Polls `/readyz` until `predicate` holds, or panics after `within`.
+    pub fn wait_for(&self, within: Duration, what: &str, predicate: impl Fn(&Value) -> bool) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if predicate(&self.readyz()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{what} did not happen within {within:?}; readyz: {}\nlog:\n{}",
+            self.readyz(),
+            self.log()
+        );
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal blocking HTTP GET (no client crate needed): `(status, body)`.
+pub fn http_get(base: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let authority = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(authority).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    // Bodies may be chunked: keep the JSON between the first `{` and the last `}`.
+    let body = match (body.find('{'), body.rfind('}')) {
+        (Some(a), Some(b)) if a < b => body[a..=b].to_string(),
+        _ => body,
+    };
+    Some((status, body))
+}
+
+/// The demo upstream serving Streamable HTTP on a free port, killed on drop.
+pub struct HttpUpstream {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpUpstream {
+    pub fn start(extra_args: &[&str]) -> HttpUpstream {
+        let mut child = Command::new(demo_upstream_bin())
+            .args(["http", "--port", "0"])
+            .args(extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start demo-upstream http");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from demo-upstream: {line:?}"))
+            .to_string();
+        HttpUpstream { child, url }
+    }
+}
+
+impl Drop for HttpUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP answer from the MCP endpoint.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// The JSON-RPC message in the body: plain JSON, or the last `data:` event of an SSE stream.
+    pub fn message(&self) -> Value {
+        if let Ok(v) = serde_json::from_str(&self.body) {
+            return v;
+        }
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .last()
+            .unwrap_or_else(|| panic!("no JSON-RPC message in body: {:?}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+}
+
+/// Raw MCP over HTTP, to send what SDK clients never would.
+pub struct Raw {
+    pub url: String,
+    client: reqwest::Client,
+}
+
+impl Raw {
+    pub fn new(url: &str) -> Raw {
+        Raw {
+            url: url.to_string(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// POSTs `body` with MCP's Accept header plus `headers`.
+    pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request.send().await.expect("POST reaches the gateway");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap_or_default();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// `initialize` + `notifications/initialized` at `version`; returns the session id.
+    pub async fn open_session(&self, key: Option<&str>, version: &str) -> String {
+        let auth = key.map(|k| format!("Bearer {k}"));
+        let mut headers = vec![];
+        if let Some(a) = &auth {
+            headers.push(("authorization", a.as_str()));
+        }
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "1"}}});
+        let reply = self.post(&headers, &init.to_string()).await;
+        assert_eq!(reply.status, 200, "initialize failed: {reply:?}");
+        let session = reply.header("mcp-session-id").expect("session id");
+        headers.push(("mcp-session-id", session.as_str()));
+        headers.push(("mcp-protocol-version", version));
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let ack = self.post(&headers, &note.to_string()).await;
+        assert_eq!(ack.status, 202, "initialized notification: {ack:?}");
+        session
+    }
+
+    /// A JSON-RPC request inside a session.
+    pub async fn request(
+        &self,
+        key: Option<&str>,
+        session: &str,
+        version: &str,
+        method: &str,
+        params: Value,
+    ) -> Reply {
+        let auth = key.map(|k| format!("Bearer {k}"));
+        let mut headers = vec![
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", version),
+        ];
+        if let Some(a) = &auth {
+            headers.push(("authorization", a.as_str()));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        self.post(&headers, &body.to_string()).await
+    }
+}
+
+/// Text of every text block of a `CallToolResult` JSON, joined.
+pub fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,690 @@
+//! The core gateway against the repository's demo upstream, driven by rmcp's client and by raw
+//! HTTP: narrowing, argument and result enforcement, callers, sessions and the HTTP guards.
+//! Every test starts the real binary on its own port.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Gateway, HttpUpstream, KEY, Raw, demo_upstream_bin, hash_key, result_text};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const BOB: &str = "test-key-bob";
+
+fn callers() -> String {
+    format!(
+        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
+        hash_key(KEY),
+        hash_key(BOB)
+    )
+}
+
+fn stdio_config(extra: &str) -> String {
+    format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n{}{extra}",
+        demo_upstream_bin().display(),
+        callers()
+    )
+}
+
+const WEATHER_IO: &str = r#"
+    input:
+      type: object
+      properties:
+        location: { type: string, enum: [Chicago, New York], description: "City name" }
+      required: [location]
+      additionalProperties: false
+    output:
+      type: object
+      properties:
+        temperature: { type: number, minimum: -60, maximum: 60 }
+        conditions: { type: string, maxLength: 64 }
+        humidity: { type: number }
+      required: [temperature, conditions]
+"#;
+
+fn demo_contract() -> String {
+    format!(
+        r#"upstream: demo
+tools:
+  get_weather:
+    upstream_tool: weather
+    title: Weather
+    description: Current weather for Chicago or New York.
+    privilege: read
+{WEATHER_IO}
+  bad_weather:
+    privilege: read
+{WEATHER_IO}
+  text_json:
+    privilege: read
+    input: {{ type: object, additionalProperties: false }}
+    output:
+      type: object
+      properties: {{ temperature: {{ type: number }}, conditions: {{ type: string }} }}
+      required: [temperature, conditions]
+  echo:
+    description: Echo a short message.
+    privilege: read
+    input:
+      type: object
+      properties: {{ message: {{ type: string, maxLength: 20 }} }}
+      required: [message]
+      additionalProperties: false
+  counter:
+    privilege: write
+    input: {{ type: object, additionalProperties: false }}
+  big:
+    privilege: read
+    input: {{ type: object, properties: {{ bytes: {{ type: integer }} }}, required: [bytes] }}
+  fail:
+    privilege: read
+  slow:
+    privilege: read
+    timeout: 300ms
+    input: {{ type: object, properties: {{ ms: {{ type: integer }} }}, required: [ms] }}
+  crash:
+    privilege: execute
+  toggle_extra:
+    privilege: write
+  extra:
+    privilege: read
+  add_wider:
+    upstream_tool: add
+    privilege: read
+    input:
+      type: object
+      properties: {{ a: {{ type: [number, string] }}, b: {{ type: number }} }}
+      required: [a, b]
+  paris_weather:
+    upstream_tool: weather
+    privilege: read
+    input:
+      type: object
+      properties: {{ location: {{ type: string, enum: [Paris] }} }}
+      required: [location]
+  ghost:
+    upstream_tool: does_not_exist
+    privilege: read
+  pinned_wrong:
+    upstream_tool: echo
+    privilege: read
+    pin: sha256:0000000000000000000000000000000000000000000000000000000000000000
+    input: {{ type: object, properties: {{ message: {{ type: string }} }} }}
+"#
+    )
+}
+
+const ORPHAN: &str = "upstream: nowhere\ntools:\n  orphan:\n    privilege: read\n";
+
+fn start_demo(extra_config: &str) -> Gateway {
+    let contract = demo_contract();
+    Gateway::start(
+        &stdio_config(extra_config),
+        &[("demo.yaml", contract.as_str()), ("orphan.yaml", ORPHAN)],
+    )
+}
+
+async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("rmcp client connects through the gateway")
+}
+
+async fn call(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    c.call_tool(params).await.map_err(|e| e.to_string())
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    result_text(&serde_json::to_value(r).expect("result serializes"))
+}
+
+/// Proves: tools/list publishes exactly the enabled contracts, with the contract's texts, schemas
+/// and annotations (never the upstream's), filtered by the caller's globs.
+#[tokio::test]
+async fn tools_list_publishes_only_contracted_tools_per_caller() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let tools = alice.list_all_tools().await.expect("list");
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "add_wider",
+            "bad_weather",
+            "big",
+            "counter",
+            "crash",
+            "echo",
+            "fail",
+            "get_weather",
+            "slow",
+            "text_json",
+            "toggle_extra"
+        ],
+        "upstream-only tools (whoami, add, ...) and disabled contracts must be invisible"
+    );
+    let weather = tools
+        .iter()
+        .find(|t| t.name == "get_weather")
+        .expect("get_weather listed");
+    assert_eq!(
+        weather.description.as_deref(),
+        Some("Current weather for Chicago or New York.")
+    );
+    assert_eq!(weather.title.as_deref(), Some("Weather"));
+    let input = Value::Object(weather.input_schema.as_ref().clone());
+    assert_eq!(
+        input["properties"]["location"]["enum"],
+        json!(["Chicago", "New York"])
+    );
+    assert_eq!(input["properties"]["location"]["description"], "City name");
+    assert!(
+        input.get("$schema").is_none(),
+        "published schemas are 2020-12 without a draft-07 marker"
+    );
+    let output = Value::Object(
+        weather
+            .output_schema
+            .as_ref()
+            .expect("outputSchema")
+            .as_ref()
+            .clone(),
+    );
+    assert_eq!(output["properties"]["temperature"]["maximum"], 60);
+    let annotations = weather.annotations.as_ref().expect("annotations");
+    assert_eq!(annotations.read_only_hint, Some(true));
+    assert_eq!(annotations.destructive_hint, Some(false));
+    let crash = tools
+        .iter()
+        .find(|t| t.name == "crash")
+        .expect("crash listed");
+    assert_eq!(
+        crash.annotations.as_ref().and_then(|a| a.destructive_hint),
+        Some(true)
+    );
+
+    let bob = client(&gw.url, BOB).await;
+    let bob_tools: Vec<String> = bob
+        .list_all_tools()
+        .await
+        .expect("list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(bob_tools, ["echo"]);
+}
+
+/// Proves: in-contract calls reach the upstream and come back validated; a lone JSON text block
+/// is lifted into structuredContent; an upstream tool error passes as a tool error.
+#[tokio::test]
+async fn calls_within_the_contract_pass_and_results_are_validated() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let r = call(&alice, "get_weather", json!({"location": "Chicago"}))
+        .await
+        .expect("call");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let s = r.structured_content.expect("structuredContent");
+    assert!(
+        s["temperature"].is_number() && s["conditions"].is_string(),
+        "{s}"
+    );
+
+    let r = call(&alice, "text_json", json!({})).await.expect("call");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"temperature": 21, "conditions": "Clear"}))
+    );
+
+    let r = call(&alice, "fail", json!({})).await.expect("call");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("upstream failure: simulated"), "{r:?}");
+}
+
+/// Proves: out-of-contract arguments never reach the upstream (the upstream's own counter does
+/// not move), and the tool error names path and rule without echoing the value.
+#[tokio::test]
+async fn out_of_contract_arguments_never_reach_the_upstream() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let cases = [
+        (
+            "get_weather",
+            json!({"location": "SECRET-PARIS"}),
+            "/location",
+            "enum",
+        ),
+        ("get_weather", json!({"location": 42}), "/location", "type"),
+        ("get_weather", json!({}), "/", "required"),
+        (
+            "get_weather",
+            json!({"location": "Chicago", "extra": "SECRET-PARIS"}),
+            "/",
+            "additionalProperties",
+        ),
+        (
+            "echo",
+            json!({"message": "SECRET-PARIS is far too long for this"}),
+            "/message",
+            "maxLength",
+        ),
+        ("counter", json!({"x": 1}), "/", "additionalProperties"),
+    ];
+    for (tool, args, path, rule) in cases {
+        let r = call(&alice, tool, args.clone()).await.expect("answered");
+        let text = text_of(&r);
+        assert_eq!(r.is_error, Some(true), "{tool} {args}: {text}");
+        assert!(
+            text.contains(path) && text.contains(rule),
+            "{tool} {args}: {text}"
+        );
+        assert!(
+            !text.contains("SECRET-PARIS"),
+            "the value must not be echoed: {text}"
+        );
+    }
+    // The rejected counter call never ran: the first real call counts 1.
+    let r = call(&alice, "counter", json!({})).await.expect("call");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"count": 1})),
+        "counter ran for a rejected call: {r:?}"
+    );
+}
+
+/// Proves: on protocol 2025-06-18 an out-of-contract call is JSON-RPC -32602 with the same message.
+#[tokio::test]
+async fn older_protocols_get_invalid_params_for_rejected_arguments() {
+    let gw = start_demo("");
+    let raw = Raw::new(&gw.url);
+    let session = raw.open_session(Some(KEY), "2025-06-18").await;
+    let reply = raw
+        .request(
+            Some(KEY),
+            &session,
+            "2025-06-18",
+            "tools/call",
+            json!({"name": "get_weather", "arguments": {"location": "SECRET-PARIS"}}),
+        )
+        .await;
+    let error = &reply.message()["error"];
+    assert_eq!(error["code"], -32602, "{reply:?}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("/location")
+            && message.contains("enum")
+            && !message.contains("SECRET-PARIS"),
+        "{message}"
+    );
+}
+
+/// Proves: a tool that is not the caller's, a disabled tool, an upstream tool without a contract
+/// and a tool that does not exist all get the same -32602 `Unknown tool: NAME`.
+#[tokio::test]
+async fn unknown_and_forbidden_tools_get_the_same_answer() {
+    let gw = start_demo("");
+    let bob = client(&gw.url, BOB).await;
+    let alice = client(&gw.url, KEY).await;
+    for (who, name) in [
+        (&bob, "get_weather"),
+        (&bob, "nope"),
+        (&alice, "ghost"),
+        (&alice, "whoami"),
+        (&alice, "nope"),
+    ] {
+        let e = call(who, name, json!({})).await.expect_err("refused");
+        assert!(
+            e.contains("-32602") && e.contains(&format!("Unknown tool: {name}")),
+            "{name}: {e}"
+        );
+    }
+    // Bob's own tool still works.
+    let r = call(&bob, "echo", json!({"message": "hi"}))
+        .await
+        .expect("echo");
+    assert!(text_of(&r).contains("hi"));
+}
+
+/// Proves: a result outside the contract becomes a tool error naming path and rule, carrying
+/// none of the upstream's data; extra content blocks of a valid result are dropped too.
+#[tokio::test]
+async fn out_of_contract_results_never_reach_the_client() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let r = call(&alice, "bad_weather", json!({"location": "Chicago"}))
+        .await
+        .expect("answered");
+    let all = serde_json::to_string(&r).expect("json");
+    assert_eq!(r.is_error, Some(true), "{all}");
+    assert!(
+        all.contains("/temperature") && all.contains("maximum"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("UPSTREAM-SECRET-DATA") && !all.contains("999"),
+        "{all}"
+    );
+    assert!(r.structured_content.is_none());
+}
+
+/// Proves: results larger than max_result_bytes become a tool error; small ones pass.
+#[tokio::test]
+async fn max_result_bytes_is_enforced() {
+    let gw = start_demo("max_result_bytes: 2KiB\n");
+    let alice = client(&gw.url, KEY).await;
+    let r = call(&alice, "big", json!({"bytes": 100}))
+        .await
+        .expect("call");
+    assert_ne!(r.is_error, Some(true));
+    let r = call(&alice, "big", json!({"bytes": 5000}))
+        .await
+        .expect("call");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("max_result_bytes"), "{r:?}");
+    assert!(!text_of(&r).contains("xxxx"));
+}
+
+/// Proves: the contract's timeout bounds a call, and the gateway keeps serving afterwards.
+#[tokio::test]
+async fn contract_timeout_bounds_a_slow_call() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let started = Instant::now();
+    let r = call(&alice, "slow", json!({"ms": 5000}))
+        .await
+        .expect("answered");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("did not answer within"), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    let r = call(&alice, "slow", json!({"ms": 10}))
+        .await
+        .expect("answered");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+}
+
+/// Proves: an upstream that dies mid-call answers a tool error at once (no hang), its tools answer
+/// `unavailable` while it is down, and the supervisor brings it back.
+#[tokio::test]
+async fn a_dying_upstream_answers_at_once_and_is_restarted() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let started = Instant::now();
+    let r = call(&alice, "crash", json!({})).await.expect("answered");
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut saw = Vec::new();
+    loop {
+        let r = call(&alice, "echo", json!({"message": "back"}))
+            .await
+            .expect("answered");
+        let text = text_of(&r);
+        if r.is_error != Some(true) {
+            assert!(text.contains("back"));
+            break;
+        }
+        assert!(
+            text.contains("upstream demo unavailable") || text.contains("connection"),
+            "{text}"
+        );
+        saw.push(text);
+        assert!(
+            Instant::now() < deadline,
+            "upstream not restarted; saw {saw:?}\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Proves: disabled tools carry their reason in /readyz (missing upstream, missing tool, empty
+/// intersection, pin mismatch) and enabled ones their narrowing verdict.
+#[tokio::test]
+async fn readyz_reports_every_tool_and_why_it_is_disabled() {
+    let gw = start_demo("");
+    let r = gw.readyz();
+    assert_eq!(r["ready"], true);
+    assert_eq!(r["upstreams"]["demo"]["state"], "up");
+    let tool = |name: &str| r["tools"][name].clone();
+    assert_eq!(tool("get_weather")["state"], "enabled");
+    assert_eq!(tool("get_weather")["narrowing"], "proven narrower");
+    assert_eq!(tool("add_wider")["narrowing"], "wider at /properties/a");
+    for (name, reason) in [
+        ("orphan", "upstream `nowhere` is not configured"),
+        ("ghost", "has no tool `does_not_exist`"),
+        ("paris_weather", "admit no common arguments"),
+        ("pinned_wrong", "pin mismatch"),
+        ("extra", "has no tool `extra`"),
+    ] {
+        assert_eq!(tool(name)["state"], "disabled", "{name}: {r}");
+        let text = tool(name)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(text.contains(reason), "{name}: {text}");
+        assert!(
+            gw.log().contains(name),
+            "the reason for {name} is logged too"
+        );
+    }
+}
+
+/// Proves: where the contract is wider than the upstream, the upstream's schema still guards the
+/// call at the gateway.
+#[tokio::test]
+async fn a_wider_contract_is_still_held_to_the_upstream_schema() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    let r = call(&alice, "add_wider", json!({"a": "SECRET-TEXT", "b": 1}))
+        .await
+        .expect("answered");
+    let text = text_of(&r);
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text.contains("upstream tool's schema") && text.contains("/a"),
+        "{text}"
+    );
+    assert!(!text.contains("SECRET-TEXT"));
+    let r = call(&alice, "add_wider", json!({"a": 2, "b": 40}))
+        .await
+        .expect("answered");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+}
+
+/// Proves: when the upstream's tool list changes, contracts are re-narrowed: a tool whose upstream
+/// tool appears is enabled, and disabled again when it goes.
+#[tokio::test]
+async fn a_changed_upstream_tool_list_is_renarrowed() {
+    let gw = start_demo("");
+    let alice = client(&gw.url, KEY).await;
+    assert_eq!(gw.readyz()["tools"]["extra"]["state"], "disabled");
+    call(&alice, "toggle_extra", json!({}))
+        .await
+        .expect("toggle on");
+    gw.wait_for(Duration::from_secs(10), "extra enabled", |r| {
+        r["tools"]["extra"]["state"] == "enabled"
+    });
+    let names: Vec<String> = alice
+        .list_all_tools()
+        .await
+        .expect("list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"extra".to_string()), "{names:?}");
+    let r = call(&alice, "extra", json!({})).await.expect("call extra");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    call(&alice, "toggle_extra", json!({}))
+        .await
+        .expect("toggle off");
+    gw.wait_for(Duration::from_secs(10), "extra disabled", |r| {
+        r["tools"]["extra"]["state"] == "disabled"
+    });
+    let e = call(&alice, "extra", json!({}))
+        .await
+        .expect_err("gone again");
+    assert!(e.contains("Unknown tool: extra"), "{e}");
+}
+
+/// Proves: the HTTP guards answer clear errors (401, 403, 404, 413, 400) and the gateway keeps
+/// serving afterwards.
+#[tokio::test]
+async fn http_guards_refuse_bad_requests_and_keep_serving() {
+    let gw = start_demo("allowed_origins: [\"http://localhost:*\"]\n");
+    let raw = Raw::new(&gw.url);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let auth = format!("Bearer {KEY}");
+
+    let no_key = raw.post(&[], &init).await;
+    assert_eq!(no_key.status, 401);
+    assert!(
+        no_key
+            .header("www-authenticate")
+            .is_some_and(|h| h.starts_with("Bearer")),
+        "{no_key:?}"
+    );
+    let bad_key = raw.post(&[("authorization", "Bearer wrong")], &init).await;
+    assert_eq!(bad_key.status, 401);
+
+    let foreign_host = raw
+        .post(
+            &[("authorization", &auth), ("host", "evil.example.com")],
+            &init,
+        )
+        .await;
+    assert_eq!(foreign_host.status, 403, "{foreign_host:?}");
+    let foreign_origin = raw
+        .post(
+            &[
+                ("authorization", &auth),
+                ("origin", "http://evil.example.com"),
+            ],
+            &init,
+        )
+        .await;
+    assert_eq!(foreign_origin.status, 403, "{foreign_origin:?}");
+    let allowed_origin = raw
+        .post(
+            &[
+                ("authorization", &auth),
+                ("origin", "http://localhost:6274"),
+            ],
+            &init,
+        )
+        .await;
+    assert_eq!(allowed_origin.status, 200, "{allowed_origin:?}");
+
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let too_big = raw.post(&[("authorization", &auth)], &huge).await;
+    assert_eq!(too_big.status, 413, "{}", too_big.body);
+
+    let malformed = raw.post(&[("authorization", &auth)], "{not json").await;
+    assert_eq!(malformed.status, 400, "{malformed:?}");
+    assert_eq!(malformed.message()["error"]["code"], -32700);
+
+    let session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let bad_version = raw
+        .request(Some(KEY), &session, "1999-01-01", "tools/list", json!({}))
+        .await;
+    assert_eq!(bad_version.status, 400, "{bad_version:?}");
+    let unknown = raw
+        .request(
+            Some(KEY),
+            "no-such-session",
+            "2025-11-25",
+            "tools/list",
+            json!({}),
+        )
+        .await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    let stolen = raw
+        .request(Some(BOB), &session, "2025-11-25", "tools/list", json!({}))
+        .await;
+    assert_eq!(
+        stolen.status, 404,
+        "another caller must not use alice's session: {stolen:?}"
+    );
+
+    // Still serving, and alice's session still works.
+    let ok = raw
+        .request(Some(KEY), &session, "2025-11-25", "tools/list", json!({}))
+        .await;
+    assert_eq!(ok.status, 200);
+    assert!(
+        ok.message()["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{ok:?}"
+    );
+}
+
+/// Proves: a client asking for an unknown protocol revision in `initialize` is answered with one
+/// the gateway supports, never an unsupported one.
+#[tokio::test]
+async fn initialize_with_an_unknown_version_negotiates_a_supported_one() {
+    let gw = start_demo("");
+    let raw = Raw::new(&gw.url);
+    let auth = format!("Bearer {KEY}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let reply = raw
+        .post(&[("authorization", &auth)], &init.to_string())
+        .await;
+    let message = reply.message();
+    match message["result"]["protocolVersion"].as_str() {
+        Some(v) => assert!(
+            ["2025-03-26", "2025-06-18", "2025-11-25"].contains(&v),
+            "{v}"
+        ),
+        None => assert!(message["error"]["code"].is_number(), "{message}"),
+    }
+}
+
+/// Proves: over an HTTP upstream, the gateway sends its own configured credential and never the
+/// caller's API key.
+#[tokio::test]
+async fn the_callers_key_is_never_sent_upstream() {
+    let upstream = HttpUpstream::start(&[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n    headers: {{ Authorization: \"Bearer gateway-own-credential\" }}\n{}",
+        upstream.url,
+        callers()
+    );
+    let contract = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n";
+    let gw = Gateway::start(&config, &[("demo.yaml", contract)]);
+    let alice = client(&gw.url, KEY).await;
+    let r = call(&alice, "whoami", json!({})).await.expect("call");
+    let text = text_of(&r);
+    assert!(text.contains("gateway-own-credential"), "{text}");
+    assert!(
+        !text.contains(KEY),
+        "the caller's key reached the upstream: {text}"
+    );
+}
