@@ -10,4 +10,5 @@ pub mod config;
 pub mod contract;
 pub mod gateway;
 pub mod policy;
+pub mod receipts;
 pub mod upstream;

@@ -6,8 +6,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -70,7 +71,8 @@ impl ServerHandler for McpHandler {
             .filter(|t| caller.may_use(&t.contract.name))
             .map(|t| t.published.clone())
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        // The list depends on who asks: no intermediary may serve it to anyone else.
+        Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
     }
 
     async fn call_tool(

@@ -222,7 +222,7 @@ impl Reply {
             .lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .last()
+            .next_back()
             .unwrap_or_else(|| panic!("no JSON-RPC message in body: {:?}", self.body))
     }
 

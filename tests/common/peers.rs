@@ -1,0 +1,67 @@
+//! Paths to the real third-party MCP peers that `tests/setup-peers.sh` installs into `.peers/`.
+//!
+//! Each function panics with a pointer to the setup script when its peer is missing: tests never
+//! skip silently.
+#![allow(dead_code)] // each test crate uses only some of these
+
+use std::path::PathBuf;
+
+/// The repository root (the crate's manifest directory).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `<repo>/.peers`, where `tests/setup-peers.sh` installs the peers.
+pub fn peers_dir() -> PathBuf {
+    repo_root().join(".peers")
+}
+
+/// An npm peer's executable: `mcp-server-everything`, `mcp-server-filesystem` or `mcp-inspector`.
+pub fn node_bin(name: &str) -> PathBuf {
+    existing(name, peers_dir().join("node/node_modules/.bin").join(name))
+}
+
+/// The Python of the venv with the `mcp` 2.3.0 SDK (runs `py_client_script("py2_client.py")`).
+pub fn py2_python() -> PathBuf {
+    existing(
+        "python (mcp 2.3.0 venv)",
+        peers_dir().join("py2/bin/python"),
+    )
+}
+
+/// The Python of the venv with the `mcp` 1.30.0 SDK (runs `py_client_script("py1_client.py")`).
+pub fn py1_python() -> PathBuf {
+    existing(
+        "python (mcp 1.30.0 venv)",
+        peers_dir().join("py1/bin/python"),
+    )
+}
+
+/// The `mcp-server-time` stdio MCP server (PyPI `mcp-server-time`, in the py2 venv).
+pub fn mcp_server_time() -> PathBuf {
+    existing(
+        "mcp-server-time",
+        peers_dir().join("py2/bin/mcp-server-time"),
+    )
+}
+
+/// A client script in `tests/clients/`, e.g. `py_client_script("py2_client.py")`.
+pub fn py_client_script(name: &str) -> PathBuf {
+    let path = repo_root().join("tests/clients").join(name);
+    assert!(
+        path.is_file(),
+        "client script '{name}' is missing at {}",
+        path.display()
+    );
+    path
+}
+
+/// Returns `path` if it exists, else panics naming the peer and how to install it.
+fn existing(peer: &str, path: PathBuf) -> PathBuf {
+    assert!(
+        path.exists(),
+        "peer '{peer}' is missing at {}: run tests/setup-peers.sh (or tests/run.sh, which runs it)",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The project's single test command: installs the test peers, then format check, lints and all tests.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { echo "==> $*" >&2; }
+
+step "tests/setup-peers.sh"
+tests/setup-peers.sh
+step "cargo fmt --check"
+cargo fmt --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+step "cargo test --all-targets"
+cargo test --all-targets
+step "all checks passed"

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Installs the real third-party MCP peers that narrowgate's tests drive into <repo>/.peers/ (gitignored):
+#   .peers/node  npm packages pinned by tests/peers/package.json + package-lock.json (lock enforced)
+#                (mcp-server-everything, mcp-server-filesystem, mcp-inspector in node_modules/.bin/)
+#   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time)
+#   .peers/py1   Python venv from tests/peers/requirements-py1.txt (mcp 1.x SDK)
+# Idempotent: each part keeps a stamp (a hash of its pin files and tool versions) and is reinstalled from
+# scratch only when that hash changes or an expected executable is missing. Needs node/npm and python3 (>= 3.10).
+set -Eeuo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SPEC=$ROOT/tests/peers
+PEERS=$ROOT/.peers
+PYTHON=${PYTHON:-python3}
+# Bump to force a reinstall of every part when the install steps below change.
+LAYOUT=1
+START=$SECONDS
+INSTALLED=()
+
+fail() {
+    echo "setup-peers: FAILED: $*" >&2
+    exit 1
+}
+log() { echo "setup-peers: $*" >&2; }
+trap 'fail "unexpected error (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
+
+for tool in node npm "$PYTHON" sha256sum flock; do
+    command -v "$tool" >/dev/null || fail "'$tool' is not on PATH (needed to install the test peers)"
+done
+
+mkdir -p "$PEERS" || fail "cannot create $PEERS"
+# Serialise concurrent runs (e.g. two terminals) on the same checkout.
+exec 9>"$PEERS/.lock"
+flock 9
+
+# stamp_of FILE... -- EXTRA...: hash of the given files' contents plus extra strings.
+stamp_of() {
+    local files=()
+    while [[ $# -gt 0 && $1 != -- ]]; do files+=("$1"); shift; done
+    shift
+    { echo "layout $LAYOUT"; cat "${files[@]}"; printf '%s\n' "$@"; } | sha256sum | cut -d' ' -f1
+}
+
+# up_to_date DIR STAMP EXECUTABLE...: the stamp matches and every listed executable exists.
+up_to_date() {
+    local dir=$1 stamp=$2 exe
+    shift 2
+    [[ -f $dir/.stamp && $(<"$dir/.stamp") == "$stamp" ]] || return 1
+    for exe in "$@"; do [[ -x $exe ]] || return 1; done
+}
+
+install_node() {
+    local dir=$PEERS/node
+    local stamp
+    stamp=$(stamp_of "$SPEC/package.json" "$SPEC/package-lock.json" -- "node $(node --version)")
+    local bins=(mcp-server-everything mcp-server-filesystem mcp-inspector)
+    if up_to_date "$dir" "$stamp" "${bins[@]/#/$dir/node_modules/.bin/}"; then return; fi
+    log "installing npm packages into $dir from the lock file ..."
+    rm -rf "$dir" && mkdir -p "$dir" || fail "cannot recreate $dir"
+    cp "$SPEC/package.json" "$SPEC/package-lock.json" "$dir/"
+    # Not `npm ci`: npm >= 11.16 rejects its own lock file when an optional dependency is unpublished
+    # (vite's optional napi-windows-process-start-time here; npm/cli#9846). `npm install` into an empty
+    # directory installs exactly the lock file's tree; the cmp below then fails if npm had to change the lock,
+    # which is what `npm ci` would have refused. --ignore-scripts: the only install script (the inspector's
+    # postinstall) is not needed, and npm 11 skips it anyway.
+    (cd "$dir" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+        fail "npm install in $dir (pins: tests/peers/package.json, package-lock.json)"
+    cmp -s "$SPEC/package-lock.json" "$dir/package-lock.json" ||
+        fail "tests/peers/package-lock.json is out of date with package.json: regenerate it with" \
+            "'cd tests/peers && npm install --package-lock-only --ignore-scripts' and commit it"
+    local b
+    for b in "${bins[@]}"; do
+        [[ -x $dir/node_modules/.bin/$b ]] || fail "npm ci succeeded but $dir/node_modules/.bin/$b is missing"
+    done
+    echo "$stamp" >"$dir/.stamp"
+    INSTALLED+=(node)
+}
+
+# install_venv NAME REQUIREMENTS IMPORT EXECUTABLE...: a venv at .peers/NAME from a pinned requirements file.
+install_venv() {
+    local name=$1 req=$2 import=$3
+    shift 3
+    local dir=$PEERS/$name
+    local stamp
+    stamp=$(stamp_of "$req" -- "$("$PYTHON" -c 'import sys; print(sys.version)')")
+    if up_to_date "$dir" "$stamp" "$dir/bin/python" "${@/#/$dir/bin/}"; then return; fi
+    log "installing Python venv $dir from ${req#"$ROOT"/} ..."
+    rm -rf "$dir" || fail "cannot remove the old $dir"
+    "$PYTHON" -m venv "$dir" || fail "'$PYTHON -m venv $dir' (on Debian: apt-get install python3-venv)"
+    "$dir/bin/python" -m pip install --quiet --no-input --disable-pip-version-check -r "$req" ||
+        fail "pip install -r ${req#"$ROOT"/} into $dir"
+    "$dir/bin/python" -m pip check --disable-pip-version-check >/dev/null ||
+        fail "pip check in $dir: $("$dir/bin/python" -m pip check 2>&1 | head -5)"
+    "$dir/bin/python" -c "import $import" || fail "'import $import' with $dir/bin/python"
+    local exe
+    for exe in "$@"; do [[ -x $dir/bin/$exe ]] || fail "$dir/bin/$exe is missing after pip install"; done
+    echo "$stamp" >"$dir/.stamp"
+    INSTALLED+=("$name")
+}
+
+install_node
+install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time" mcp-server-time
+install_venv py1 "$SPEC/requirements-py1.txt" "mcp"
+
+pyver() { "$PEERS/$1/bin/python" -c 'import sys, importlib.metadata as m; print(", ".join(p + " " + m.version(p) for p in sys.argv[1:]))' "${@:2}"; }
+nodever() {
+    (cd "$PEERS/node" && node -e 'console.log(process.argv.slice(1).map(p => p + " " +
+        require("./node_modules/@modelcontextprotocol/" + p + "/package.json").version).join(", "))' "$@")
+}
+
+echo "setup-peers: ready in $((SECONDS - START))s;" \
+    "$(if ((${#INSTALLED[@]})); then echo "installed now: ${INSTALLED[*]}"; else echo "all up to date"; fi)"
+echo "  node: $PEERS/node/node_modules/.bin/{mcp-server-everything,mcp-server-filesystem,mcp-inspector}"
+echo "        $(nodever server-everything server-filesystem inspector)"
+echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time) (+ bin/mcp-server-time)"
+echo "  py1:  $PEERS/py1/bin/python: $(pyver py1 mcp)"

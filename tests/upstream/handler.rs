@@ -1,0 +1,145 @@
+//! The hand-written `ServerHandler` (no rmcp macros) and its shared state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::sync::broadcast;
+
+use crate::{catalog, tools};
+
+/// Process-wide state shared by every clone of the handler (every session or request).
+#[derive(Debug)]
+struct Shared {
+    /// The fixed tools, in list order.
+    base_tools: Vec<Tool>,
+    /// The `extra` tool that `toggle_extra` adds and removes.
+    extra_tool: Tool,
+    extra_enabled: AtomicBool,
+    /// How many times the `counter` tool has run in this process.
+    counter: AtomicU64,
+    /// Fires on every tool-list change; feeds 2026-07-28 `subscriptions/listen` streams.
+    list_changed: broadcast::Sender<()>,
+}
+
+/// The demo upstream. Cheap to clone: all state lives behind one `Arc`.
+#[derive(Debug, Clone)]
+pub struct DemoUpstream {
+    shared: Arc<Shared>,
+}
+
+impl Default for DemoUpstream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DemoUpstream {
+    pub fn new() -> Self {
+        let (list_changed, _) = broadcast::channel(16);
+        Self {
+            shared: Arc::new(Shared {
+                base_tools: catalog::base_tools(),
+                extra_tool: catalog::extra_tool(),
+                extra_enabled: AtomicBool::new(false),
+                counter: AtomicU64::new(0),
+                list_changed,
+            }),
+        }
+    }
+
+    /// The current tool list (deterministic order; `extra` last when enabled).
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut list = self.shared.base_tools.clone();
+        if self.extra_enabled() {
+            list.push(self.shared.extra_tool.clone());
+        }
+        list
+    }
+
+    pub fn extra_enabled(&self) -> bool {
+        self.shared.extra_enabled.load(Ordering::SeqCst)
+    }
+
+    /// Flips the `extra` tool; returns whether it is enabled afterwards.
+    pub fn toggle_extra(&self) -> bool {
+        let was_enabled = self.shared.extra_enabled.fetch_xor(true, Ordering::SeqCst);
+        // No receivers (no 2026-07-28 listeners) is not an error.
+        let _ = self.shared.list_changed.send(());
+        !was_enabled
+    }
+
+    /// Increments the process-wide counter and returns the new value.
+    pub fn bump_counter(&self) -> u64 {
+        self.shared.counter.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+impl ServerHandler for DemoUpstream {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "demo-upstream",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("narrowgate demo upstream: test tools, some deliberately misbehaving.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|tool| tool.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let result: CallToolResult = tools::call(self, &request, &context).await?;
+        Ok(result.into())
+    }
+
+    /// 2026-07-28 clients get `notifications/tools/list_changed` only on a
+    /// `subscriptions/listen` stream; legacy sessions get it from `toggle_extra` directly.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.shared.list_changed.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        if let Err(error) = context.sink().notify_tool_list_changed().await {
+                            tracing::debug!(%error, "subscription closed");
+                            return Ok(());
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}

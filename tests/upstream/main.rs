@@ -1,0 +1,174 @@
+//! `demo-upstream`: the repository's own MCP upstream server.
+//!
+//! It is used by the example configuration (`cargo run --example demo-upstream`), by the
+//! integration tests (as a conforming and a deliberately non-conforming upstream) and by the
+//! benchmarks. It serves a fixed set of tools (see `catalog.rs`) over either stdio or Streamable
+//! HTTP:
+//!
+//! ```text
+//! demo-upstream stdio
+//! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless]
+//! ```
+//!
+//! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
+//! the listening socket is bound. Logs (`RUST_LOG`, default `warn`) always go to stderr.
+
+// `cargo test --example demo-upstream` builds this under the test harness (unit tests in
+// `tools.rs`), where `main` and everything only it reaches are unused, which is expected.
+#![cfg_attr(test, allow(dead_code))]
+
+mod catalog;
+mod handler;
+mod tools;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::DemoUpstream;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "demo-upstream",
+    about = "The narrowgate demo MCP upstream server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    transport: Transport,
+}
+
+#[derive(Debug, Subcommand)]
+enum Transport {
+    /// Serve MCP over stdin/stdout (newline-delimited JSON-RPC).
+    Stdio,
+    /// Serve MCP over Streamable HTTP at `/mcp`.
+    Http {
+        /// Port to listen on; 0 picks a free port (read it from the `listening on` line).
+        #[arg(long)]
+        port: u16,
+        /// Address to bind.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Stateless mode: no `Mcp-Session-Id`, plain JSON responses.
+        #[arg(long)]
+        stateless: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("demo-upstream: cannot start the tokio runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.transport {
+            Transport::Stdio => serve_stdio().await,
+            Transport::Http {
+                port,
+                host,
+                stateless,
+            } => serve_http(&host, port, stateless).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("demo-upstream: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr only: stdout carries the protocol (stdio) or the `listening on` line (http).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+async fn serve_stdio() -> Result<(), BoxError> {
+    let service = DemoUpstream::new()
+        .serve(rmcp::transport::stdio_pipes())
+        .await?;
+    service.waiting().await?;
+    Ok(())
+}
+
+async fn serve_http(host: &str, port: u16, stateless: bool) -> Result<(), BoxError> {
+    let shutdown = CancellationToken::new();
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
+    if stateless {
+        config = config
+            .with_legacy_session_mode(false)
+            .with_json_response(true);
+    }
+    // One shared state for the whole process: every session (or, stateless, every request)
+    // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global.
+    let handler = DemoUpstream::new();
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+
+    let listener = tokio::net::TcpListener::bind((host, port))
+        .await
+        .map_err(|error| format!("cannot bind {host}:{port}: {error}"))?;
+    let addr = listener.local_addr()?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on http://{addr}/mcp")?;
+        stdout.flush()?;
+    }
+
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            shutdown.cancel();
+        })
+        .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
