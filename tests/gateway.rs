@@ -688,3 +688,41 @@ async fn the_callers_key_is_never_sent_upstream() {
         "the caller's key reached the upstream: {text}"
     );
 }
+
+/// Counts `notifications/tools/list_changed` received from the gateway.
+struct ListChangedCounter(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for ListChangedCounter {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.0.send(());
+    }
+}
+
+/// Proves: a connected client is told its tool list changed when an upstream's tools change
+/// the published set (here: `extra` appears after `toggle_extra`).
+#[tokio::test]
+async fn connected_clients_are_told_when_their_tool_list_changes() {
+    let gw = start_demo("");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let config = StreamableHttpClientTransportConfig::with_uri(gw.url.as_str()).auth_header(KEY);
+    let watcher = ListChangedCounter(tx)
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects");
+    let alice = client(&gw.url, KEY).await;
+    call(&alice, "toggle_extra", json!({}))
+        .await
+        .expect("toggle on");
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("list_changed within 10 s")
+        .expect("notification");
+    let names: Vec<String> = watcher
+        .list_all_tools()
+        .await
+        .expect("list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"extra".to_string()), "{names:?}");
+}

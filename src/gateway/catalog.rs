@@ -76,6 +76,12 @@ impl Catalog {
         }
     }
 
+    /// The published definitions of every enabled tool, to tell whether a rebuild changed what
+    /// clients see.
+    pub fn published_tools(&self) -> Vec<&Tool> {
+        self.exposed_tools().map(|t| &t.published).collect()
+    }
+
     /// Every enabled tool, in name order.
     pub fn exposed_tools(&self) -> impl Iterator<Item = &Arc<ExposedTool>> {
         self.entries.values().filter_map(|e| match e {

@@ -5,6 +5,7 @@
 //! around the MCP endpoint (Host/Origin checks, authentication, session ownership).
 
 pub mod catalog;
+pub mod dedupe;
 pub mod health;
 pub mod http;
 pub mod pipeline;
@@ -13,7 +14,7 @@ pub mod server;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -29,6 +30,8 @@ pub struct Gateway {
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
     pub authenticator: Authenticator,
     catalog: RwLock<Arc<Catalog>>,
+    /// Bumped whenever the published tools change, so sessions can tell their clients.
+    tools_changed: watch::Sender<u64>,
 }
 
 impl Gateway {
@@ -45,6 +48,7 @@ impl Gateway {
             upstreams,
             authenticator,
             catalog: RwLock::new(Arc::new(Catalog::default())),
+            tools_changed: watch::Sender::new(0),
         };
         gateway.rebuild_catalog();
         Arc::new(gateway)
@@ -66,7 +70,18 @@ impl Gateway {
             .map(|(name, u)| (name.clone(), u.snapshot()))
             .collect();
         let catalog = Arc::new(Catalog::build(&self.contracts, &snapshots));
-        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
+        let previous = std::mem::replace(
+            &mut *self.catalog.write().unwrap_or_else(|p| p.into_inner()),
+            catalog.clone(),
+        );
+        if previous.published_tools() != catalog.published_tools() {
+            self.tools_changed.send_modify(|version| *version += 1);
+        }
+    }
+
+    /// A receiver that wakes whenever the published tools change.
+    pub fn watch_tools(&self) -> watch::Receiver<u64> {
+        self.tools_changed.subscribe()
     }
 
     /// Starts one supervisor per upstream and a task that rebuilds the catalog when any of them

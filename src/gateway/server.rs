@@ -10,7 +10,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
     Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
@@ -57,6 +57,20 @@ impl ServerHandler for McpHandler {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    /// Tells a legacy session's client whenever the published tools change (SPEC §4.2: clients
+    /// learn of re-narrowing). The task ends when the client is gone.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.gateway.watch_tools();
+        changes.mark_unchanged();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if context.peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
     }
 
     async fn list_tools(

@@ -19,6 +19,13 @@ use crate::config::{UpstreamConfig, UpstreamTransport};
 
 pub use connect::{ConnectError, UpstreamClient, connect};
 
+/// The result of a call and how many attempts it took.
+#[derive(Debug)]
+pub struct Attempted {
+    pub result: Result<CallToolResult, CallError>,
+    pub attempts: u32,
+}
+
 /// The state of an upstream as `/readyz` and `check` report it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -119,6 +126,32 @@ impl Upstream {
         }
     }
 
+    /// Calls like [`call`](Self::call), retrying up to `retries` times on transient failures
+    /// (timeout, connection lost) with jittered exponential backoff. Only the caller knows whether
+    /// a retry is safe: pass `retries: 0` for tools that are not idempotent.
+    pub async fn call_with_retries(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        retries: u32,
+    ) -> Attempted {
+        let mut backoff = Backoff::starting_at(Duration::from_millis(100), Duration::from_secs(2));
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let result = self.call(params.clone(), timeout).await;
+            let transient = matches!(
+                result,
+                Err(CallError::Timeout(_) | CallError::ConnectionLost(_))
+            );
+            if !transient || attempts > retries {
+                return Attempted { result, attempts };
+            }
+            tracing::info!(upstream = %self.name, attempt = attempts, "transient failure, retrying");
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
+    }
+
     /// Keeps this upstream connected until `stop` is cancelled: connects, lists tools, re-lists
     /// them when the upstream says they changed, and reconnects with backoff when the connection
     /// ends. `changed` is told after every change of status or tools.
@@ -127,7 +160,7 @@ impl Upstream {
         changed: mpsc::UnboundedSender<String>,
         stop: CancellationToken,
     ) {
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::starting_at(Duration::from_millis(250), Duration::from_secs(30));
         loop {
             let (tools_tx, mut tools_rx) = mpsc::unbounded_channel();
             let handler = UpstreamClient {
@@ -185,30 +218,40 @@ impl Upstream {
     }
 }
 
-/// Exponential backoff from 250 ms to 30 s with jitter, so restarting children do not thrash.
+/// Exponential backoff with up to 25% jitter, so restarting children and retried calls do not
+/// move in lockstep.
 struct Backoff {
+    first: Duration,
+    max: Duration,
     attempt: u32,
 }
 
 impl Backoff {
-    fn new() -> Backoff {
-        Backoff { attempt: 0 }
+    fn starting_at(first: Duration, max: Duration) -> Backoff {
+        Backoff {
+            first,
+            max,
+            attempt: 0,
+        }
     }
     fn reset(&mut self) {
         self.attempt = 0;
     }
     fn next_delay(&mut self) -> Duration {
-        let base_ms = 250u64.saturating_mul(1 << self.attempt.min(7)).min(30_000);
+        let base = self
+            .first
+            .saturating_mul(1 << self.attempt.min(16))
+            .min(self.max);
         self.attempt = self.attempt.saturating_add(1);
-        // Jitter of up to a quarter, from the clock's sub-second noise: no RNG dependency needed.
+        // Jitter from the clock's sub-second noise: no RNG dependency needed for this.
         let noise = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| u64::from(d.subsec_nanos()))
             .unwrap_or(0);
-        Duration::from_millis(base_ms + noise % (base_ms / 4 + 1))
+        let base_ms = u64::try_from(base.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(base_ms.saturating_add(noise % (base_ms / 4 + 1)))
     }
 }
-
 /// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
 pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
     let (tx, _rx) = mpsc::unbounded_channel();
