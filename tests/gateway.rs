@@ -726,3 +726,42 @@ async fn connected_clients_are_told_when_their_tool_list_changes() {
         .collect();
     assert!(names.contains(&"extra".to_string()), "{names:?}");
 }
+
+/// Proves: when an HTTP upstream goes away its state turns `down` in /readyz and its tools answer
+/// `upstream NAME unavailable` at once; when it comes back the gateway reconnects by itself.
+#[tokio::test]
+async fn an_http_upstream_that_goes_away_is_reported_down_and_reconnected() {
+    let port = common::free_port();
+    let upstream = HttpUpstream::start_at(port, &[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n{}",
+        upstream.url,
+        callers()
+    );
+    let contract = demo_contract();
+    let gw = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
+    let alice = client(&gw.url, KEY).await;
+    drop(upstream);
+    gw.wait_for(Duration::from_secs(20), "upstream down", |r| {
+        r["upstreams"]["demo"]["state"] == "down"
+    });
+    let started = Instant::now();
+    let r = call(&alice, "echo", json!({"message": "hi"}))
+        .await
+        .expect("answered");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("upstream demo unavailable"), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let _back = HttpUpstream::start_at(port, &[]);
+    gw.wait_for(Duration::from_secs(30), "upstream up again", |r| {
+        r["upstreams"]["demo"]["state"] == "up"
+    });
+    let r = call(&alice, "echo", json!({"message": "again"}))
+        .await
+        .expect("answered");
+    assert!(text_of(&r).contains("again"), "{r:?}");
+}

@@ -6,15 +6,16 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, DiscoverResult, ErrorData, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
 use crate::policy::Caller;
+use crate::telemetry;
 
 /// The protocol revisions the gateway serves (SPEC §5).
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -73,20 +74,77 @@ impl ServerHandler for McpHandler {
         });
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// The 2026-07-28 way to learn of tool-list changes: a `subscriptions/listen` stream.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.gateway.watch_tools();
+        changes.mark_unchanged();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The default `initialize`, inside its SERVER span (like every request the gateway serves).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        telemetry::serve("initialize", None, &context, async {
+            context.peer.set_peer_info(request.clone());
+            self.negotiate_initialize(&request)
+        })
+        .await
+    }
+
+    /// The default `server/discover` (2026-07-28), inside its SERVER span.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        telemetry::serve("server/discover", None, &context, async {
+            Ok(DiscoverResult::from_server_info(
+                PROTOCOL_VERSIONS.to_vec(),
+                ServerHandler::get_info(self),
+            ))
+        })
+        .await
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        telemetry::serve("ping", None, &context, async { Ok(()) }).await
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = caller_of(&context)?;
-        let catalog = self.gateway.catalog();
-        let tools: Vec<Tool> = catalog
-            .exposed_tools()
-            .filter(|t| caller.may_use(&t.contract.name))
-            .map(|t| t.published.clone())
-            .collect();
-        // The list depends on who asks: no intermediary may serve it to anyone else.
-        Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
+        telemetry::serve("tools/list", None, &context, async {
+            let caller = caller_of(&context)?;
+            let catalog = self.gateway.catalog();
+            let tools: Vec<Tool> = catalog
+                .exposed_tools()
+                .filter(|t| caller.may_use(&t.contract.name))
+                .map(|t| t.published.clone())
+                .collect();
+            // The list depends on who asks: no intermediary may serve it to anyone else.
+            Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
+        })
+        .await
     }
 
     async fn call_tool(
@@ -94,11 +152,15 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = caller_of(&context)?;
-        let protocol = context.protocol_version();
-        self.gateway
-            .call_tool(&caller, request, protocol.as_ref())
-            .await
-            .map(Into::into)
+        let tool = request.name.clone();
+        telemetry::serve("tools/call", Some(&tool), &context, async {
+            let caller = caller_of(&context)?;
+            let protocol = context.protocol_version();
+            self.gateway
+                .call_tool(&caller, request, protocol.as_ref())
+                .await
+                .map(Into::into)
+        })
+        .await
     }
 }

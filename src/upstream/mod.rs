@@ -16,8 +16,22 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{UpstreamConfig, UpstreamTransport};
+use crate::telemetry::UpstreamAttempt;
 
 pub use connect::{ConnectError, UpstreamClient, connect};
+
+/// How often a connected upstream is pinged.
+const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// MCP `ping`, bounded so a hung upstream counts as failed.
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+    let request = rmcp::model::ClientRequest::PingRequest(Default::default());
+    match tokio::time::timeout(Duration::from_secs(5), peer.send_request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 5s".into()),
+    }
+}
 
 /// The result of a call and how many attempts it took.
 #[derive(Debug)]
@@ -67,7 +81,7 @@ pub enum CallError {
     Unavailable(String),
     #[error("upstream did not answer within {0:?}")]
     Timeout(Duration),
-    #[error("connection to the upstream was lost: {0}")]
+    #[error("connection to upstream {0} was lost")]
     ConnectionLost(String),
     #[error("upstream answered with a protocol error {}: {}", .0.code.0, .0.message)]
     Protocol(ErrorData),
@@ -115,15 +129,32 @@ impl Upstream {
         params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResult, CallError> {
+        self.attempt(params, timeout, 1).await
+    }
+
+    /// One attempt of a call, in its own CLIENT span (whose context goes upstream in `_meta`).
+    async fn attempt(
+        &self,
+        mut params: CallToolRequestParams,
+        timeout: Duration,
+        attempt: u32,
+    ) -> Result<CallToolResult, CallError> {
         let peer = self
             .peer()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+        let span = UpstreamAttempt::start(&self.name, &self.transport, attempt, &mut params);
+        let result = match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Err(_) => Err(CallError::Timeout(timeout)),
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Protocol(e)),
-            Ok(Err(e)) => Err(CallError::ConnectionLost(e.to_string())),
-        }
+            Ok(Err(e)) => {
+                // The transport's own text names rmcp internals: log it, answer plainly.
+                tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
+                Err(CallError::ConnectionLost(self.name.clone()))
+            }
+        };
+        span.finish(&result);
+        result
     }
 
     /// Calls like [`call`](Self::call), retrying up to `retries` times on transient failures
@@ -139,7 +170,7 @@ impl Upstream {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let result = self.call(params.clone(), timeout).await;
+            let result = self.attempt(params.clone(), timeout, attempts).await;
             let transient = matches!(
                 result,
                 Err(CallError::Timeout(_) | CallError::ConnectionLost(_))
@@ -187,10 +218,19 @@ impl Upstream {
                             // the connection, which also ends a stdio child.
                             let ended_by_peer = connection.waiting();
                             tokio::pin!(ended_by_peer);
+                            let mut health = tokio::time::interval(HEALTH_CHECK_EVERY);
+                            health.tick().await;
                             loop {
                                 tokio::select! {
                                     _ = stop.cancelled() => return,
                                     _ = &mut ended_by_peer => break "connection closed".to_string(),
+                                    // An HTTP upstream that went away does not close the client:
+                                    // a ping notices, so its tools answer "unavailable" at once.
+                                    _ = health.tick() => {
+                                        if let Err(e) = ping(&peer).await {
+                                            break format!("health check failed: {e}");
+                                        }
+                                    }
                                     Some(()) = tools_rx.recv() => {
                                         match peer.list_all_tools().await {
                                             Ok(tools) => {

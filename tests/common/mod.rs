@@ -176,8 +176,13 @@ pub struct HttpUpstream {
 
 impl HttpUpstream {
     pub fn start(extra_args: &[&str]) -> HttpUpstream {
+        HttpUpstream::start_at(0, extra_args)
+    }
+
+    /// Like [`start`](Self::start) on a given port (0: any free port).
+    pub fn start_at(port: u16, extra_args: &[&str]) -> HttpUpstream {
         let mut child = Command::new(demo_upstream_bin())
-            .args(["http", "--port", "0"])
+            .args(["http", "--port", &port.to_string()])
             .args(extra_args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
