@@ -11,4 +11,5 @@ pub mod contract;
 pub mod gateway;
 pub mod policy;
 pub mod receipts;
+pub mod telemetry;
 pub mod upstream;

@@ -13,4 +13,6 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "cargo test --all-targets"
 cargo test --all-targets
+step "docker/lint.sh (hadolint, compose and image config checks)"
+docker/lint.sh
 step "all checks passed"

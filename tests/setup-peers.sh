@@ -4,6 +4,7 @@
 #                (mcp-server-everything, mcp-server-filesystem, mcp-inspector in node_modules/.bin/)
 #   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time)
 #   .peers/py1   Python venv from tests/peers/requirements-py1.txt (mcp 1.x SDK)
+#   .peers/otel  Python venv from tests/peers/requirements-otel.txt (rotel OTLP collector, OTLP protobufs)
 # Idempotent: each part keeps a stamp (a hash of its pin files and tool versions) and is reinstalled from
 # scratch only when that hash changes or an expected executable is missing. Needs node/npm and python3 (>= 3.10).
 set -Eeuo pipefail
@@ -101,6 +102,9 @@ install_venv() {
 install_node
 install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time" mcp-server-time
 install_venv py1 "$SPEC/requirements-py1.txt" "mcp"
+install_venv otel "$SPEC/requirements-otel.txt" "rotel, opentelemetry.proto"
+ROTEL=$(echo "$PEERS"/otel/lib/python3*/site-packages/rotel/rotel-agent)
+[[ -x $ROTEL ]] || fail "the rotel wheel did not bring its collector binary ($ROTEL)"
 
 pyver() { "$PEERS/$1/bin/python" -c 'import sys, importlib.metadata as m; print(", ".join(p + " " + m.version(p) for p in sys.argv[1:]))' "${@:2}"; }
 nodever() {
@@ -114,3 +118,4 @@ echo "  node: $PEERS/node/node_modules/.bin/{mcp-server-everything,mcp-server-fi
 echo "        $(nodever server-everything server-filesystem inspector)"
 echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time) (+ bin/mcp-server-time)"
 echo "  py1:  $PEERS/py1/bin/python: $(pyver py1 mcp)"
+echo "  otel: $ROTEL ($(pyver otel rotel opentelemetry-proto))"

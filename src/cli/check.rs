@@ -1,200 +1,515 @@
-//! `narrowgate check`: is this configuration safe to serve? Loads everything, and unless
-//! `--offline`, asks each upstream for its tools and reports per tool what `serve` would do.
+//! `narrowgate check`: is this configuration safe to serve? It loads the configuration and every
+//! contract exactly as `serve` does, and unless `--offline` asks each upstream for its tools and
+//! reports, per tool, what `serve` would do with it: enabled or disabled (and why), the narrowing
+//! verdict, and whether the `pin` still matches the upstream's definition.
+//!
+//! Exit status, so that an operator's CI can stop a contract change that widens a tool:
+//! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, a pin
+//! mismatch, an unreachable upstream, a contract naming a missing upstream or tool); 2 the
+//! configuration or a contract cannot be loaded at all.
+//!
+//! `--json` prints one object whose fields are always present (`null` when not applicable), or,
+//! with exit status 2, `{ok: false, error, hint}`:
+//! `{ok, offline, config, contracts, problems: [text], warnings: [text],
+//!   upstreams: [{name, transport, state: up|down|not_contacted, reason, tools, without_contract}],
+//!   tools: [{tool, upstream, upstream_tool, file, status: enabled|disabled|unavailable|loaded,
+//!            reason, narrowing: {verdict: narrower|wider|empty|unproven, path, reason} | null,
+//!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}]}`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
-use crate::contract::narrow::Verdict;
+use crate::config::{Config, LoadError, UpstreamTransport};
+use crate::contract::narrow::{Verdict, narrow};
+use crate::contract::{ContractSet, ToolContract, digest};
 use crate::gateway::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 
+/// `narrowgate check --help`: exit status and examples.
+pub(super) const AFTER_HELP: &str = "Exit status:
+  0  no problems: every tool enabled, narrower than its upstream, pin matching (or unpinned)
+  1  problems found: a disabled tool, a contract wider than its upstream, a pin mismatch,
+     an unreachable upstream, a contract naming a missing upstream or upstream tool
+  2  unusable input: the configuration or a contract cannot be loaded (the error names the
+     file, the key and what is wrong)
+
+Examples:
+  narrowgate check --config config/narrowgate.yaml
+  narrowgate check --offline                 # only the files; no upstream is started
+  narrowgate check --json | jq '.tools[] | select(.narrowing.verdict != \"narrower\")'
+  narrowgate check --json > check.json || exit 1   # in CI: stop a change that widens a tool";
+
+/// How long one upstream may take to start, initialise and list its tools (`npx -y` may have
+/// to download its package first).
 const CONNECT_WITHIN: Duration = Duration::from_secs(60);
+
+#[derive(Serialize)]
+struct Report {
+    ok: bool,
+    offline: bool,
+    config: String,
+    contracts: String,
+    problems: Vec<String>,
+    warnings: Vec<String>,
+    upstreams: Vec<UpstreamRow>,
+    tools: Vec<ToolRow>,
+}
+
+#[derive(Serialize)]
+struct UpstreamRow {
+    name: String,
+    transport: String,
+    state: &'static str,
+    reason: Option<String>,
+    /// How many tools it listed.
+    tools: Option<usize>,
+    /// Its tools that no contract exposes (invisible to clients: default deny).
+    without_contract: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ToolRow {
+    tool: String,
+    upstream: String,
+    upstream_tool: String,
+    file: String,
+    status: &'static str,
+    reason: Option<String>,
+    narrowing: Option<Narrowing>,
+    pin: &'static str,
+    pinned: Option<String>,
+    upstream_digest: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Narrowing {
+    verdict: &'static str,
+    path: Option<String>,
+    reason: Option<String>,
+}
 
 pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
     let (config, contracts) = match super::load(config_path) {
         Ok(loaded) => loaded,
         Err(e) => {
+            let hint = hint(&e, config_path);
             eprintln!("narrowgate check: {e}");
+            eprintln!("  {hint}");
+            if as_json {
+                // CI scripts that parse stdout still get one JSON object.
+                let error = serde_json::json!({"ok": false, "error": e.to_string(), "hint": hint});
+                println!("{error}");
+            }
             return ExitCode::from(2);
         }
     };
-    let snapshots: BTreeMap<String, Snapshot> = if offline {
-        BTreeMap::new()
+    let snapshots = if offline {
+        None
     } else {
-        let runtime = match super::runtime() {
-            Ok(rt) => rt,
+        match super::runtime() {
+            Ok(rt) => Some(rt.block_on(contact(&config))),
             Err(e) => {
                 eprintln!("narrowgate check: cannot start the runtime: {e}");
                 return ExitCode::from(2);
             }
-        };
-        runtime.block_on(async {
-            let mut tasks = Vec::new();
-            for (name, u) in &config.upstreams {
-                let upstream = Upstream::new(name, u);
-                tasks.push(tokio::spawn(async move {
-                    let result = list_tools_once(&upstream, CONNECT_WITHIN).await;
-                    (upstream.name.clone(), result)
-                }));
-            }
-            let mut snapshots = BTreeMap::new();
-            for task in tasks {
-                if let Ok((name, result)) = task.await {
-                    let snapshot = match result {
-                        Ok(tools) => Snapshot {
-                            status: Status::Up,
-                            tools: Arc::new(tools),
-                        },
-                        Err(reason) => Snapshot {
-                            status: Status::Down { reason },
-                            tools: Arc::new(vec![]),
-                        },
-                    };
-                    snapshots.insert(name, snapshot);
-                }
-            }
-            snapshots
-        })
+        }
     };
-
-    let mut problems = 0;
-    let mut upstream_rows = Vec::new();
-    for name in config.upstreams.keys() {
-        let state = match snapshots.get(name).map(|s| &s.status) {
-            None => json!({"name": name, "state": "not contacted (offline)"}),
-            Some(Status::Up) => {
-                json!({"name": name, "state": "up", "tools": snapshots[name].tools.len()})
-            }
-            Some(Status::Down { reason }) => {
-                problems += 1;
-                json!({"name": name, "state": "down", "reason": reason})
-            }
-            Some(Status::Starting) => json!({"name": name, "state": "starting"}),
-        };
-        upstream_rows.push(state);
-    }
-
-    let mut tool_rows = Vec::new();
-    if offline {
-        for (name, contract) in &contracts.tools {
-            let row = if config.upstreams.contains_key(&contract.upstream) {
-                json!({"tool": name, "upstream": contract.upstream, "status": "loaded",
-                       "pin": if contract.pin.is_some() { "pinned (not verified offline)" } else { "unpinned" }})
-            } else {
-                problems += 1;
-                json!({"tool": name, "upstream": contract.upstream, "status": "disabled",
-                       "reason": format!("upstream `{}` is not configured", contract.upstream)})
-            };
-            tool_rows.push(row);
-        }
-    } else {
-        let catalog = Catalog::build(&contracts, &snapshots);
-        for (name, entry) in &catalog.entries {
-            let row = match entry {
-                Entry::Disabled { contract, reason } => {
-                    problems += 1;
-                    json!({"tool": name, "upstream": contract.upstream, "status": "disabled", "reason": reason})
-                }
-                Entry::Exposed(tool) => match &tool.upstream_schemas {
-                    None => {
-                        problems += 1;
-                        json!({"tool": name, "upstream": tool.contract.upstream, "status": "unavailable",
-                               "reason": "the upstream could not be contacted"})
-                    }
-                    Some(s) => {
-                        let narrowing = match &s.verdict {
-                            Verdict::Narrower => json!({"verdict": "narrower"}),
-                            Verdict::Wider { path } => {
-                                problems += 1;
-                                json!({"verdict": "wider", "path": path})
-                            }
-                            Verdict::Empty => json!({"verdict": "empty"}),
-                            Verdict::Unproven { reason } => {
-                                json!({"verdict": "unproven", "reason": reason})
-                            }
-                        };
-                        json!({"tool": name, "upstream": tool.contract.upstream, "status": "enabled",
-                               "narrowing": narrowing,
-                               "pin": if tool.contract.pin.is_some() { "matches" } else { "unpinned" },
-                               "upstream_digest": s.digest})
-                    }
-                },
-            };
-            tool_rows.push(row);
-        }
-    }
-
-    let report = json!({"ok": problems == 0, "problems": problems, "upstreams": upstream_rows, "tools": tool_rows});
+    let report = build_report(&config, &contracts, snapshots.as_ref());
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("narrowgate check: cannot print the report: {e}");
+                return ExitCode::from(2);
+            }
+        }
     } else {
         print_table(&report);
     }
-    if problems == 0 {
+    if report.ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
 }
 
-fn print_table(report: &Value) {
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    println!("UPSTREAM             STATE");
-    for u in report["upstreams"].as_array().into_iter().flatten() {
-        let mut state = text(u, "state");
-        if let Some(n) = u.get("tools") {
-            state = format!("{state} ({n} tools)");
+/// What to do about a load error, in one line.
+pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
+    match e {
+        LoadError::Read { path, .. } if path == config_path => format!(
+            "pass the configuration with --config FILE (or NARROWGATE_CONFIG); {} was tried",
+            config_path.display()
+        ),
+        LoadError::Read { .. } => {
+            "check the path: relative paths in the configuration are relative to its folder".into()
         }
-        if let Some(reason) = u.get("reason").and_then(Value::as_str) {
-            state = format!("{state}: {reason}");
+        LoadError::Syntax { .. } => "fix the YAML syntax at the position shown".into(),
+        LoadError::Invalid { .. } => {
+            "fix that key in that file (see SPEC §2 and §3 for the allowed keys and values)".into()
         }
-        println!("{:<20} {state}", text(u, "name"));
     }
-    println!();
-    println!(
-        "{:<28} {:<12} {:<10} {:<26} PIN",
-        "TOOL", "UPSTREAM", "STATUS", "NARROWING"
-    );
-    for t in report["tools"].as_array().into_iter().flatten() {
-        let narrowing = match t.get("narrowing") {
-            Some(n) => match (
-                n.get("verdict").and_then(Value::as_str),
-                n.get("path").and_then(Value::as_str),
-            ) {
-                (Some("wider"), Some(path)) => format!("WIDER at {path}"),
-                (Some(v), _) => v.to_string(),
-                _ => String::new(),
-            },
-            None => String::new(),
+}
+
+/// Lists every upstream's tools once, all at the same time.
+async fn contact(config: &Config) -> BTreeMap<String, Snapshot> {
+    let mut tasks = Vec::new();
+    for (name, u) in &config.upstreams {
+        let upstream = Upstream::new(name, u);
+        tasks.push(tokio::spawn(async move {
+            let result = list_tools_once(&upstream, CONNECT_WITHIN).await;
+            (upstream.name.clone(), result)
+        }));
+    }
+    let mut snapshots = BTreeMap::new();
+    for (task, name) in tasks.into_iter().zip(config.upstreams.keys()) {
+        let result = match task.await {
+            Ok((_, result)) => result,
+            Err(e) => Err(format!("the check of this upstream failed: {e}")),
         };
-        println!(
-            "{:<28} {:<12} {:<10} {:<26} {}",
-            text(t, "tool"),
-            text(t, "upstream"),
-            text(t, "status"),
-            narrowing,
-            text(t, "pin")
-        );
-        if let Some(reason) = t.get("reason").and_then(Value::as_str) {
-            println!("    reason: {reason}");
-        }
-        if let Some(digest) = t.get("upstream_digest").and_then(Value::as_str) {
-            println!("    upstream digest: {digest}");
-        }
+        let snapshot = match result {
+            Ok(tools) => Snapshot {
+                status: Status::Up,
+                tools: Arc::new(tools),
+            },
+            Err(reason) => Snapshot {
+                status: Status::Down { reason },
+                tools: Arc::new(vec![]),
+            },
+        };
+        snapshots.insert(name.clone(), snapshot);
     }
-    let problems = report["problems"].as_u64().unwrap_or(0);
+    snapshots
+}
+
+fn build_report(
+    config: &Config,
+    contracts: &ContractSet,
+    snapshots: Option<&BTreeMap<String, Snapshot>>,
+) -> Report {
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    let config_file = config.source.display().to_string();
+
+    let mut upstreams = Vec::new();
+    for (name, u) in &config.upstreams {
+        let transport = match u.transport() {
+            UpstreamTransport::Stdio { command, .. } => format!("stdio: {command}"),
+            UpstreamTransport::Http { url, .. } => format!("http: {url}"),
+        };
+        let mut row = UpstreamRow {
+            name: name.clone(),
+            transport,
+            state: "not_contacted",
+            reason: None,
+            tools: None,
+            without_contract: vec![],
+        };
+        match snapshots.and_then(|s| s.get(name)).map(|s| (&s.status, s)) {
+            None | Some((Status::Starting, _)) => {}
+            Some((Status::Up, snapshot)) => {
+                let contracted: BTreeSet<&str> = contracts
+                    .tools
+                    .values()
+                    .filter(|c| c.upstream == *name)
+                    .map(|c| c.upstream_tool.as_str())
+                    .collect();
+                row.state = "up";
+                row.tools = Some(snapshot.tools.len());
+                row.without_contract = snapshot
+                    .tools
+                    .iter()
+                    .map(|t| t.name.to_string())
+                    .filter(|t| !contracted.contains(t.as_str()))
+                    .collect();
+            }
+            Some((Status::Down { reason }, _)) => {
+                problems.push(format!(
+                    "upstream `{name}` is unreachable: {reason} (check `upstreams.{name}` in {config_file})"
+                ));
+                row.state = "down";
+                row.reason = Some(reason.clone());
+            }
+        }
+        upstreams.push(row);
+    }
+
+    if contracts.tools.is_empty() {
+        warnings.push(format!(
+            "no tool contracts in {}: clients see no tools (write one with `narrowgate init`)",
+            config.contracts.display()
+        ));
+    }
+    let catalog = snapshots.map(|s| Catalog::build(contracts, s));
+    let mut tools = Vec::new();
+    for (name, contract) in &contracts.tools {
+        let mut row = ToolRow {
+            tool: name.clone(),
+            upstream: contract.upstream.clone(),
+            upstream_tool: contract.upstream_tool.clone(),
+            file: contract.file.display().to_string(),
+            status: "loaded",
+            reason: None,
+            narrowing: None,
+            pin: if contract.pin.is_some() {
+                "not_checked"
+            } else {
+                "unpinned"
+            },
+            pinned: contract.pin.clone(),
+            upstream_digest: None,
+        };
+        if !config.upstreams.contains_key(&contract.upstream) {
+            let reason = format!(
+                "upstream `{}` is not configured: add it under `upstreams:` in {config_file} or fix `upstream:` in {}",
+                contract.upstream, row.file
+            );
+            problems.push(format!("tool `{name}`: {reason}"));
+            row.status = "disabled";
+            row.reason = Some(reason);
+            tools.push(row);
+            continue;
+        }
+        let (Some(snapshots), Some(catalog)) = (snapshots, &catalog) else {
+            tools.push(row);
+            continue;
+        };
+        let Some(snapshot) = snapshots.get(&contract.upstream) else {
+            tools.push(row);
+            continue;
+        };
+        if snapshot.status != Status::Up {
+            row.status = "unavailable";
+            row.reason = Some(format!(
+                "upstream `{}` could not be contacted",
+                contract.upstream
+            ));
+            tools.push(row);
+            continue;
+        }
+        match catalog.entries.get(name) {
+            Some(Entry::Exposed(_)) => row.status = "enabled",
+            Some(Entry::Disabled { reason, .. }) => {
+                row.status = "disabled";
+                row.reason = Some(reason.clone());
+            }
+            None => {}
+        }
+        match snapshot
+            .tools
+            .iter()
+            .find(|t| t.name == contract.upstream_tool.as_str())
+        {
+            None => {
+                let listed: Vec<&str> = snapshot.tools.iter().map(|t| t.name.as_ref()).collect();
+                problems.push(format!(
+                    "tool `{name}`: upstream `{}` has no tool `{}` (it lists: {}); fix `upstream_tool` or the tool's name in {}",
+                    contract.upstream,
+                    contract.upstream_tool,
+                    listed.join(", "),
+                    row.file
+                ));
+            }
+            Some(upstream_tool) => {
+                let upstream_digest = digest::tool_digest(upstream_tool);
+                row.pin = match &contract.pin {
+                    None => "unpinned",
+                    Some(pin) if *pin == upstream_digest => "matches",
+                    Some(_) => "mismatch",
+                };
+                if row.pin == "mismatch" {
+                    problems.push(format!(
+                        "tool `{name}`: pin mismatch: the upstream's definition of `{}` changed; review it, then set `pin: {upstream_digest}` in {}",
+                        contract.upstream_tool, row.file
+                    ));
+                }
+                row.upstream_digest = Some(upstream_digest);
+                let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
+                let verdict = narrow(&contract.input, &upstream_input).verdict;
+                judge(name, contract, &verdict, &mut problems, &mut warnings);
+                row.narrowing = Some(narrowing_of(verdict));
+                // Disabled for a reason the checks above did not already report (say, an
+                // upstream schema that cannot be compiled).
+                if let Some(reason) = &row.reason
+                    && row.pin != "mismatch"
+                    && row.narrowing.as_ref().is_none_or(|n| n.verdict != "empty")
+                {
+                    problems.push(format!("tool `{name}` is disabled: {reason}"));
+                }
+            }
+        }
+        tools.push(row);
+    }
+    Report {
+        ok: problems.is_empty(),
+        offline: snapshots.is_none(),
+        config: config_file,
+        contracts: config.contracts.display().to_string(),
+        problems,
+        warnings,
+        upstreams,
+        tools,
+    }
+}
+
+/// Records what a narrowing verdict means for the operator.
+fn judge(
+    name: &str,
+    contract: &ToolContract,
+    verdict: &Verdict,
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let file = contract.file.display();
+    match verdict {
+        Verdict::Narrower => {}
+        Verdict::Wider { path } => problems.push(format!(
+            "tool `{name}`: the contract is wider than upstream `{}` at {path}: it admits arguments the upstream rejects; narrow `input` at {path} in {file}",
+            contract.upstream
+        )),
+        Verdict::Empty => problems.push(format!(
+            "tool `{name}` is disabled: its `input` and the upstream's inputSchema admit no common arguments; compare them in {file}"
+        )),
+        // Both schemas are enforced on every call, so this is safe to serve; it is only not proven.
+        Verdict::Unproven { reason } => warnings.push(format!(
+            "tool `{name}`: could not prove the contract narrower than the upstream ({reason}); both schemas are enforced on every call"
+        )),
+    }
+}
+
+fn narrowing_of(verdict: Verdict) -> Narrowing {
+    let (verdict, path, reason) = match verdict {
+        Verdict::Narrower => ("narrower", None, None),
+        Verdict::Wider { path } => ("wider", Some(path), None),
+        Verdict::Empty => ("empty", None, None),
+        Verdict::Unproven { reason } => ("unproven", None, Some(reason)),
+    };
+    Narrowing {
+        verdict,
+        path,
+        reason,
+    }
+}
+
+fn print_table(report: &Report) {
+    println!("config:    {}", report.config);
+    println!("contracts: {}", report.contracts);
     println!();
-    if problems == 0 {
+    let rows: Vec<[String; 3]> = report
+        .upstreams
+        .iter()
+        .map(|u| {
+            let detail = match (u.state, &u.reason, u.tools) {
+                ("up", _, Some(n)) if u.without_contract.is_empty() => format!("{n} tools"),
+                ("up", _, Some(n)) => format!(
+                    "{n} tools, {} without a contract (not exposed)",
+                    u.without_contract.len()
+                ),
+                (_, Some(reason), _) => reason.clone(),
+                ("not_contacted", ..) => "skipped with --offline".into(),
+                _ => String::new(),
+            };
+            let state = match u.state {
+                "down" => "DOWN".to_string(),
+                other => other.replace('_', " "),
+            };
+            [u.name.clone(), state, detail]
+        })
+        .collect();
+    print_columns(&["UPSTREAM", "STATE", "DETAIL"], &rows, |_| vec![]);
+    println!();
+    let rows: Vec<[String; 5]> = report
+        .tools
+        .iter()
+        .map(|t| {
+            let narrowing = match &t.narrowing {
+                None => "-".into(),
+                Some(n) => match (&n.path, n.verdict) {
+                    (Some(path), "wider") => format!("WIDER at {path}"),
+                    (_, "empty") => "EMPTY".into(),
+                    (_, verdict) => verdict.to_string(),
+                },
+            };
+            [
+                t.tool.clone(),
+                t.upstream.clone(),
+                t.status.to_string(),
+                narrowing,
+                t.pin.replace('_', " "),
+            ]
+        })
+        .collect();
+    print_columns(
+        &["TOOL", "UPSTREAM", "STATUS", "NARROWING", "PIN"],
+        &rows,
+        |i| {
+            let t = &report.tools[i];
+            let mut extra = Vec::new();
+            if let Some(reason) = &t.reason {
+                extra.push(format!("reason: {reason}"));
+            }
+            if let Some(digest) = &t.upstream_digest
+                && t.pin != "matches"
+            {
+                extra.push(format!("upstream digest (for `pin:`): {digest}"));
+            }
+            if let Some(Narrowing {
+                reason: Some(reason),
+                ..
+            }) = &t.narrowing
+            {
+                extra.push(format!("not proven: {reason}"));
+            }
+            extra
+        },
+    );
+    println!();
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+    if report.problems.is_empty() {
         println!("ok: no problems found");
     } else {
-        println!("{problems} problem(s) found");
+        println!("{} problem(s) found:", report.problems.len());
+        for p in &report.problems {
+            println!("  - {p}");
+        }
+    }
+}
+
+/// Prints left-aligned columns sized to their content, each row followed by its indented notes.
+fn print_columns<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    notes: impl Fn(usize) -> Vec<String>,
+) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for (i, row) in rows.iter().enumerate() {
+        line(row.iter().map(String::as_str).collect());
+        for note in notes(i) {
+            println!("    {note}");
+        }
     }
 }

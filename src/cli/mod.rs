@@ -1,7 +1,8 @@
-//! The command line (SPEC §6): `serve`, `check`, `init` and `hash-key`.
+//! The command line (SPEC §6): `serve`, `check`, `init`, `receipts` and `hash-key`.
 
 mod check;
 mod init;
+mod receipts;
 mod serve;
 
 use std::io::Read;
@@ -39,13 +40,17 @@ enum Command {
     Serve {
         #[command(flatten)]
         config: ConfigArg,
+        /// Log lines as readable text (`human`) or one JSON object per line (`json`).
+        #[arg(long, env = "NARROWGATE_LOG_FORMAT", value_enum, default_value_t)]
+        log_format: crate::telemetry::logs::LogFormat,
     },
-    /// Load and check the configuration and contracts; unless --offline, connect to the upstreams
-    /// and report each tool's narrowing verdict and pin status.
+    /// Check the configuration and contracts; unless --offline, also each tool against its upstream.
     ///
-    /// Exit status: 0 all good, 1 problems found, 2 unusable input.
-    ///
-    /// Example: narrowgate check --config config/narrowgate.yaml --json
+    /// Loads the configuration and every contract as `serve` would. Unless --offline, starts or
+    /// connects to each upstream once, lists its tools and reports per tool: enabled or disabled
+    /// (and why), the narrowing verdict (narrower, WIDER at a schema path, EMPTY, unproven), the
+    /// pin status (matches, mismatch, unpinned) and the upstream digest to copy into `pin:`.
+    #[command(after_help = check::AFTER_HELP)]
     Check {
         #[command(flatten)]
         config: ConfigArg,
@@ -58,7 +63,12 @@ enum Command {
     },
     /// Print a contract file for every tool of an upstream, to review and narrow.
     ///
-    /// Example: narrowgate init --upstream files > contracts/files.yaml
+    /// Starts or connects to the upstream once and prints, for each of its tools, a contract that
+    /// exposes it unchanged: its schemas converted to JSON Schema 2020-12, its title and
+    /// description copied, privilege/side_effects/idempotent guessed from its annotations (marked
+    /// GUESSED), and a `pin` of its current definition. Names that are not valid exposed names
+    /// (^[A-Za-z0-9_-]{1,64}$) are mapped, keeping the original as `upstream_tool`.
+    #[command(after_help = init::AFTER_HELP)]
     Init {
         #[command(flatten)]
         config: ConfigArg,
@@ -66,9 +76,15 @@ enum Command {
         #[arg(long)]
         upstream: String,
     },
+    /// List the receipts of past calls (also while the gateway runs), oldest first.
+    ///
+    /// Example: narrowgate receipts --outcome denied --since 1h --json
+    Receipts(receipts::ReceiptsArgs),
     /// Print the SHA-256 of an API key, for `api_key_sha256`. Reads the key from stdin without KEY.
     ///
-    /// Example: printf %s "$KEY" | narrowgate hash-key
+    /// Prints the lowercase hex digest to put in a caller's `api_key_sha256`. Without KEY the key
+    /// is read from stdin, with a trailing newline removed.
+    #[command(after_help = HASH_KEY_HELP)]
     HashKey {
         /// The key; omit it to keep it out of shell history and read it from stdin.
         key: Option<String>,
@@ -79,21 +95,37 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => serve::run(&config.config),
+        Command::Serve { config, log_format } => serve::run(&config.config, log_format),
         Command::Check {
             config,
             offline,
             json,
         } => check::run(&config.config, offline, json),
         Command::Init { config, upstream } => init::run(&config.config, &upstream),
+        Command::Receipts(args) => receipts::run(args),
         Command::HashKey { key } => hash_key(key),
     }
 }
+
+const HASH_KEY_HELP: &str = "Examples:
+  narrowgate hash-key                      # type the key, then Ctrl-D: it stays out of shell history
+  printf %s \"$CI_BOT_KEY\" | narrowgate hash-key
+  openssl rand -hex 32 | tee key.txt | narrowgate hash-key   # make a new key and its digest
+
+Then, in the configuration:
+  callers:
+    - name: alice-ide
+      api_key_sha256: <the printed digest>
+      tools: [\"read_*\"]";
 
 fn hash_key(key: Option<String>) -> ExitCode {
     let key = match key {
         Some(k) => k,
         None => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                eprintln!("narrowgate: type the key, then press Ctrl-D");
+            }
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {
                 eprintln!("narrowgate: cannot read the key from stdin: {e}");
@@ -103,7 +135,7 @@ fn hash_key(key: Option<String>) -> ExitCode {
         }
     };
     if key.is_empty() {
-        eprintln!("narrowgate: the key is empty");
+        eprintln!("narrowgate hash-key: the key is empty: pass it as KEY or on stdin");
         return ExitCode::from(2);
     }
     println!("{}", crate::policy::hash_key_hex(&key));
@@ -124,12 +156,6 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("NARROWGATE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+fn init_logging(format: crate::telemetry::logs::LogFormat) {
+    crate::telemetry::logs::init(format);
 }

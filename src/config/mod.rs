@@ -171,6 +171,11 @@ pub struct ReceiptsConfig {
     #[serde(default)]
     pub store_arguments: bool,
     pub retention: Option<ConfigDuration>,
+    /// Flush every batch of receipts to stable storage before answering (survives power loss,
+    /// costs one disk flush per batch). Without it a receipt is in the file before the answer,
+    /// which survives any crash of the gateway but not of the machine.
+    #[serde(default)]
+    pub fsync: bool,
 }
 
 /// Where limiter and dedupe state lives.
@@ -383,6 +388,27 @@ impl Config {
                     "set `audience`, or `public_url` which it defaults to".into(),
                 );
             }
+            if oauth.issuer.is_empty() || oauth.caller_claim.is_empty() {
+                return err(
+                    "oauth",
+                    "`issuer` and `caller_claim` must not be empty".into(),
+                );
+            }
+            if let Some(url) = &oauth.jwks_url
+                && !jwks_url_allowed(url)
+            {
+                return err(
+                    "oauth.jwks_url",
+                    format!(
+                        "`{url}` must be an https:// URL (http:// only for loopback addresses)"
+                    ),
+                );
+            }
+            if let Some(path) = &oauth.jwks_file
+                && let Err(e) = crate::policy::oauth::read_jwks_file(path)
+            {
+                return err("oauth.jwks_file", e);
+            }
         }
         self.state_backend()
             .map_err(|message| LoadError::invalid(file, "state", message))?;
@@ -393,9 +419,10 @@ impl Config {
     pub fn state_backend(&self) -> Result<StateBackend, String> {
         match self.state.as_str() {
             "memory" => Ok(StateBackend::Memory),
-            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
-                Ok(StateBackend::Redis(url.to_string()))
-            }
+            url if url.starts_with("redis://") => Ok(StateBackend::Redis(url.to_string())),
+            url if url.starts_with("rediss://") => Err(format!(
+                "`{url}`: TLS to Redis is not built in; use redis:// (e.g. to a local TLS tunnel)"
+            )),
             other => Err(format!(
                 "`{other}` must be `memory` or a redis://host:port URL"
             )),
@@ -408,6 +435,22 @@ impl Config {
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
     }
+}
+
+/// `https://…`, or `http://` to a loopback address (a local issuer, tests).
+fn jwks_url_allowed(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
 /// The folder of a file, for resolving paths written relative to it.
@@ -481,6 +524,34 @@ mod tests {
         assert!(e.contains("callers.0") && e.contains("exactly one"), "{e}");
         let e = parse("state: postgres://x\n").unwrap_err().to_string();
         assert!(e.contains("state"), "{e}");
+    }
+
+    #[test]
+    fn oauth_blocks_and_redis_urls_are_checked_at_load() {
+        let oauth = |extra: &str| {
+            parse(&format!(
+                "public_url: https://gw.example/mcp\noauth:\n  issuer: https://idp.example\n{extra}"
+            ))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(oauth("  jwks_url: https://idp.example/jwks\n"), Ok(()));
+        assert_eq!(oauth("  jwks_url: http://127.0.0.1:9/jwks\n"), Ok(()));
+        let e = oauth("  jwks_url: http://idp.example/jwks\n").unwrap_err();
+        assert!(e.contains("oauth.jwks_url") && e.contains("https"), "{e}");
+        let e = oauth("  jwks_file: /nonexistent/jwks.json\n").unwrap_err();
+        assert!(
+            e.contains("oauth.jwks_file") && e.contains("cannot read"),
+            "{e}"
+        );
+        let e = oauth("").unwrap_err();
+        assert!(
+            e.contains("exactly one of `jwks_url` or `jwks_file`"),
+            "{e}"
+        );
+        let e = parse("state: rediss://h:1\n").unwrap_err().to_string();
+        assert!(e.contains("TLS to Redis"), "{e}");
+        assert!(parse("state: redis://127.0.0.1:6379\n").is_ok());
     }
 
     #[test]

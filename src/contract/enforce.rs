@@ -19,9 +19,13 @@ impl std::fmt::Display for ArgumentRejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ArgumentRejection::Contract(v) => write!(f, "arguments rejected by the contract: {v}"),
-            ArgumentRejection::Upstream(v) => {
-                write!(f, "arguments rejected by the upstream tool's schema: {v}")
-            }
+            // Only path and rule: the detail would quote the upstream's schema (its enum values,
+            // say), which the contract may deliberately not publish.
+            ArgumentRejection::Upstream(v) => write!(
+                f,
+                "arguments rejected by the upstream tool's schema: at {} violates `{}`",
+                v.path, v.rule
+            ),
         }
     }
 }
@@ -109,7 +113,8 @@ pub fn check_result(
     let text = serde_json::to_string(&structured).unwrap_or_default();
     let mut checked = CallToolResult::success(vec![ContentBlock::text(text)]);
     checked.structured_content = Some(structured);
-    checked.meta = result.meta;
+    // The upstream's `_meta` is upstream data outside the contract: it is not passed on.
+    drop(result.meta);
     Ok(checked)
 }
 

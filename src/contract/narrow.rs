@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::schema::to_2020_12;
+use super::schema::{compile, first_violation, to_2020_12};
 
 /// What the algebra could establish about contract ∩ upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,13 +60,15 @@ fn decide(contract: &Value, upstream: &Value) -> Verdict {
             .offline()
             .canonicalize(&without_schema_keyword(schema))
     };
+    // Where the algebra cannot decide, a concrete argument object that the contract accepts and
+    // the upstream rejects still proves the contract wider (and names where).
+    let unproven = |reason: String| match wider_witness(contract, upstream) {
+        Some(path) => Verdict::Wider { path },
+        None => Verdict::Unproven { reason },
+    };
     let (c, u) = match (canon(contract), canon(upstream)) {
         (Ok(c), Ok(u)) => (c, u),
-        (Err(e), _) | (_, Err(e)) => {
-            return Verdict::Unproven {
-                reason: e.to_string(),
-            };
-        }
+        (Err(e), _) | (_, Err(e)) => return unproven(e.to_string()),
     };
     use jsonschema::canonical::{Containment, Satisfiability};
     if let Ok(both) = c.intersect(&u)
@@ -81,17 +83,238 @@ fn decide(contract: &Value, upstream: &Value) -> Verdict {
                 .subtract(&u)
                 .map(|diff| first_difference(&c.to_json_schema(), &diff.to_json_schema(), ""))
                 .unwrap_or_default();
-            Verdict::Wider {
-                path: if path.is_empty() { "/".into() } else { path },
+            // The algebra only tells apart properties; a witness can name `/required` or
+            // `/additionalProperties` where it cannot.
+            let path = if path.is_empty() {
+                wider_witness(contract, upstream).unwrap_or_else(|| "/".into())
+            } else {
+                path
+            };
+            Verdict::Wider { path }
+        }
+        Ok(Containment::Unknown) => {
+            unproven("the schema algebra could not decide containment".into())
+        }
+        Err(e) => unproven(e.to_string()),
+    }
+}
+
+/// How deep [`candidates`] descends into nested objects and arrays, and how many argument
+/// objects it tries at most: enough for tool arguments, bounded for pathological schemas.
+const WITNESS_DEPTH: usize = 4;
+const WITNESS_LIMIT: usize = 400;
+
+/// Searches for arguments that `contract` accepts and `upstream` rejects, built from the
+/// contract's own enums, bounds and properties. Returns the schema path (in the contract) of the
+/// part that admits them. Sound by construction: every witness is validated against both schemas.
+fn wider_witness(contract: &Value, upstream: &Value) -> Option<String> {
+    let c = compile(contract).ok()?;
+    let u = compile(upstream).ok()?;
+    let mut tried = 0;
+    for (instance, focus) in candidates(contract, contract, WITNESS_DEPTH) {
+        tried += 1;
+        if tried > WITNESS_LIMIT {
+            break;
+        }
+        if c.is_valid(&instance)
+            && let Some(violation) = first_violation(&u, &instance)
+        {
+            if !focus.is_empty() {
+                return Some(focus);
+            }
+            // The object as a whole: name the object-level rule (`/required`) when it is one.
+            return Some(match violation.rule.as_str() {
+                rule @ ("required"
+                | "additionalProperties"
+                | "unevaluatedProperties"
+                | "dependentRequired"
+                | "minProperties"
+                | "maxProperties"
+                | "propertyNames") => format!("/{rule}"),
+                _ => "/".into(),
+            });
+        }
+    }
+    None
+}
+
+/// Sample values for `schema`, each with the schema path (relative to `schema`) of the part that
+/// was varied to produce it; `""` when the value exercises the schema as a whole.
+fn candidates(schema: &Value, root: &Value, depth: usize) -> Vec<(Value, String)> {
+    let schema = resolve(schema, root);
+    let mut out: Vec<(Value, String)> = Vec::new();
+    let Some(map) = schema.as_object() else {
+        return vec![(json!("x"), String::new())];
+    };
+    if let Some(c) = map.get("const") {
+        out.push((c.clone(), String::new()));
+    }
+    if let Some(Value::Array(values)) = map.get("enum") {
+        out.extend(values.iter().map(|v| (v.clone(), String::new())));
+    }
+    for key in ["default", "examples"] {
+        match map.get(key) {
+            Some(Value::Array(values)) if key == "examples" => {
+                out.extend(values.iter().map(|v| (v.clone(), String::new())));
+            }
+            Some(v) if key == "default" => out.push((v.clone(), String::new())),
+            _ => {}
+        }
+    }
+    for branch in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(members)) = map.get(branch) {
+            for (i, member) in members.iter().enumerate() {
+                for (v, f) in candidates(member, root, depth) {
+                    out.push((v, format!("/{branch}/{i}{f}")));
+                }
             }
         }
-        Ok(Containment::Unknown) => Verdict::Unproven {
-            reason: "the schema algebra could not decide containment".into(),
-        },
-        Err(e) => Verdict::Unproven {
-            reason: e.to_string(),
-        },
     }
+    let types: Vec<&str> = match map.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ if map.contains_key("properties") => vec!["object"],
+        _ if map.contains_key("items") => vec!["array"],
+        _ => vec!["string", "number", "boolean", "object", "null"],
+    };
+    let number = |key: &str| map.get(key).and_then(Value::as_f64);
+    for t in types {
+        match t {
+            "string" => {
+                out.push((json!("x"), String::new()));
+                out.push((json!(""), String::new()));
+                for key in ["minLength", "maxLength"] {
+                    if let Some(n) = number(key).filter(|n| *n <= 4096.0) {
+                        out.push((json!("x".repeat(n as usize)), String::new()));
+                    }
+                }
+            }
+            "integer" | "number" => {
+                let mut values = vec![0.0, 1.0, -1.0, 1e9, -1e9];
+                if t == "number" {
+                    values.push(0.5);
+                }
+                for key in ["minimum", "maximum"] {
+                    values.extend(number(key));
+                }
+                values.extend(number("exclusiveMinimum").map(|n| n.floor() + 1.0));
+                values.extend(number("exclusiveMaximum").map(|n| n.ceil() - 1.0));
+                values.extend(number("multipleOf"));
+                for n in values {
+                    let v = if n.fract() == 0.0 && n.abs() < 9e15 {
+                        json!(n as i64)
+                    } else {
+                        json!(n)
+                    };
+                    out.push((v, String::new()));
+                }
+            }
+            "boolean" => {
+                out.push((json!(true), String::new()));
+                out.push((json!(false), String::new()));
+            }
+            "null" => out.push((Value::Null, String::new())),
+            "array" if depth > 0 => out.extend(array_candidates(map, root, depth - 1)),
+            "object" if depth > 0 => out.extend(object_candidates(map, root, depth - 1)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn array_candidates(map: &Map<String, Value>, root: &Value, depth: usize) -> Vec<(Value, String)> {
+    let items = map.get("items").cloned().unwrap_or(json!({}));
+    let min = map
+        .get("minItems")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(16) as usize;
+    let mut out = vec![(json!([]), String::new())];
+    let inner = candidates(&items, root, depth);
+    for (v, f) in &inner {
+        out.push((
+            Value::Array(vec![v.clone(); min.max(1)]),
+            format!("/items{f}"),
+        ));
+    }
+    if let Some(max) = map
+        .get("maxItems")
+        .and_then(Value::as_u64)
+        .filter(|m| *m <= 64)
+        && let Some((v, _)) = inner.first()
+    {
+        out.push((Value::Array(vec![v.clone(); max as usize]), String::new()));
+    }
+    out
+}
+
+fn object_candidates(map: &Map<String, Value>, root: &Value, depth: usize) -> Vec<(Value, String)> {
+    let empty = Map::new();
+    let properties = map
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required: Vec<&str> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let per_property: Vec<(&String, Vec<(Value, String)>)> = properties
+        .iter()
+        .map(|(name, sub)| (name, candidates(sub, root, depth)))
+        .collect();
+    // The base object holds every required property, each with a value its own schema accepts.
+    let mut base = Map::new();
+    for (name, values) in &per_property {
+        if required.contains(&name.as_str()) {
+            let sub = resolve(&properties[name.as_str()], root);
+            let own = compile(&with_defs_of(sub, root)).ok();
+            let pick = values
+                .iter()
+                .find(|(v, _)| own.as_ref().is_none_or(|s| s.is_valid(v)))
+                .or(values.first());
+            if let Some((v, _)) = pick {
+                base.insert((*name).clone(), v.clone());
+            }
+        }
+    }
+    let mut out = vec![(Value::Object(base.clone()), String::new())];
+    for (name, values) in &per_property {
+        for (v, f) in values {
+            let mut varied = base.clone();
+            varied.insert((*name).clone(), v.clone());
+            out.push((
+                Value::Object(varied),
+                format!("/properties/{}{f}", escape_pointer(name)),
+            ));
+        }
+    }
+    if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+        let mut extra = base;
+        extra.insert("narrowgate_probe".into(), json!("x"));
+        out.push((Value::Object(extra), "/additionalProperties".into()));
+    }
+    out
+}
+
+/// Follows a local `$ref` (`#/$defs/name`) once; other schemas are returned as they are.
+fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => r
+            .strip_prefix('#')
+            .and_then(|pointer| root.pointer(pointer))
+            .unwrap_or(schema),
+        None => schema,
+    }
+}
+
+/// `sub` as a standalone schema whose `#/$defs/...` references still resolve.
+fn with_defs_of(sub: &Value, root: &Value) -> Value {
+    let mut standalone = sub.clone();
+    if let (Value::Object(map), Some(defs)) = (&mut standalone, root.get("$defs")) {
+        map.entry("$defs").or_insert_with(|| defs.clone());
+    }
+    standalone
 }
 
 /// Finds the schema path where `diff` (contract minus upstream) departs from `contract`: the values
@@ -258,5 +481,105 @@ mod tests {
         let published = compile(&n.published).expect("refs resolve");
         assert!(first_violation(&published, &json!({"n": 5})).is_none());
         assert!(first_violation(&published, &json!({"n": 50})).is_some());
+    }
+
+    fn upstream_with_limits() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "enum": ["a", "b"]},
+                "n": {"type": "integer", "maximum": 10},
+                "opts": {"type": "object", "properties": {"depth": {"type": "integer", "maximum": 5}}},
+                "list": {"type": "array", "items": {"type": "string", "maxLength": 3}}
+            },
+            "required": ["location"],
+            "additionalProperties": false
+        })
+    }
+
+    fn with(properties: Value, required: Value, closed: bool) -> Value {
+        let mut schema = json!({"type": "object", "properties": properties, "required": required});
+        if closed {
+            schema["additionalProperties"] = json!(false);
+        }
+        schema
+    }
+
+    #[test]
+    fn a_contract_equal_to_the_upstream_is_narrower() {
+        let up = upstream_with_limits();
+        assert_eq!(narrow(&up, &up).verdict, Verdict::Narrower);
+    }
+
+    #[test]
+    fn wider_contracts_name_the_path_even_where_the_algebra_cannot_decide() {
+        let up = upstream_with_limits();
+        let loc = json!({"type": "string", "enum": ["a"]});
+        let cases = [
+            // A property the upstream does not know (it refuses additional properties).
+            (
+                with(
+                    json!({"location": loc, "zzz": {"type": "string"}}),
+                    json!(["location"]),
+                    true,
+                ),
+                "/properties/zzz",
+            ),
+            // A longer string inside array items.
+            (
+                with(
+                    json!({"location": loc, "list": {"type": "array", "items": {"type": "string", "maxLength": 30}}}),
+                    json!(["location"]),
+                    true,
+                ),
+                "/properties/list/items",
+            ),
+            (
+                with(
+                    json!({"location": loc, "opts": {"type": "object", "properties": {"depth": {"type": "integer", "maximum": 50}}}}),
+                    json!(["location"]),
+                    true,
+                ),
+                "/properties/opts/properties/depth",
+            ),
+            (with(json!({"location": loc}), json!([]), true), "/required"),
+            (
+                with(json!({"location": loc}), json!(["location"]), false),
+                "/additionalProperties",
+            ),
+            (
+                with(
+                    json!({"location": loc, "n": {"type": "number"}}),
+                    json!(["location"]),
+                    true,
+                ),
+                "/properties/n",
+            ),
+        ];
+        for (contract, path) in cases {
+            assert_eq!(
+                narrow(&contract, &up).verdict,
+                Verdict::Wider { path: path.into() },
+                "{contract}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_narrower_contract_with_unrelated_patterns_is_not_reported_wider() {
+        let up = upstream_with_limits();
+        let contract = with(
+            json!({"location": {"type": "string", "enum": ["a"]},
+                   "list": {"type": "array", "items": {"type": "string", "pattern": "^[a-c]{1,3}$"}}}),
+            json!(["location"]),
+            true,
+        );
+        assert!(
+            matches!(
+                narrow(&contract, &up).verdict,
+                Verdict::Narrower | Verdict::Unproven { .. }
+            ),
+            "a witness must never be invented"
+        );
     }
 }

@@ -14,8 +14,11 @@ pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 /// to a network URI is an error, as MCP 2026-07-28 requires.
 pub fn compile(schema: &Value) -> Result<Arc<Validator>, String> {
     let draft = declared_draft(schema)?;
+    // `format` is only an annotation by default in 2020-12; an operator who writes
+    // `format: email` in a contract means it as a rule, so it is enforced in every dialect.
     jsonschema::options()
         .with_draft(draft)
+        .should_validate_formats(true)
         .build(schema)
         .map(Arc::new)
         .map_err(|e| e.masked().to_string())

@@ -42,6 +42,9 @@ pub enum Entry {
 #[derive(Default)]
 pub struct Catalog {
     pub entries: BTreeMap<String, Entry>,
+    /// Each upstream's status as this catalog saw it: readiness is judged on what the catalog
+    /// was built from, not on an upstream state the catalog has not caught up with yet.
+    pub upstream_status: BTreeMap<String, Status>,
 }
 
 impl Catalog {
@@ -65,7 +68,14 @@ impl Catalog {
             }
             entries.insert(name.clone(), entry);
         }
-        Catalog { entries }
+        let upstream_status = upstreams
+            .iter()
+            .map(|(name, snapshot)| (name.clone(), snapshot.status.clone()))
+            .collect();
+        Catalog {
+            entries,
+            upstream_status,
+        }
     }
 
     /// The exposed tool called `name`, if it is enabled.
@@ -147,10 +157,10 @@ fn entry_for(contract: &Arc<ToolContract>, snapshot: &Snapshot) -> Entry {
     };
     let narrowing = narrow(&contract.input, &upstream_input);
     if narrowing.verdict == Verdict::Empty {
-        return disabled(format!(
-            "contract and upstream inputSchema admit no common arguments ({})",
-            narrowing.verdict
-        ));
+        return disabled(
+            "contract and upstream inputSchema admit no common arguments (empty intersection)"
+                .to_string(),
+        );
     }
     Entry::Exposed(Arc::new(ExposedTool {
         contract: contract.clone(),

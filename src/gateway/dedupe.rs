@@ -11,6 +11,15 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::receipts::Outcome;
+
+/// A call's answer as recorded for replays: the result and how the call ended.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub result: CallToolResult,
+    pub outcome: Option<Outcome>,
+}
+
 /// What identifies "the same call".
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallKey {
@@ -21,19 +30,16 @@ pub struct CallKey {
 }
 
 enum Slot {
-    InFlight(watch::Receiver<Option<CallToolResult>>),
-    Done {
-        result: CallToolResult,
-        until: Instant,
-    },
+    InFlight(watch::Receiver<Option<Recorded>>),
+    Done { recorded: Recorded, until: Instant },
 }
 
 /// How a deduplicated call was answered.
 pub enum Deduped<T> {
     /// This call ran; `T` is what the runner returned.
     Ran(T),
-    /// An identical call ran (or was running): this is its recorded result.
-    Replayed(CallToolResult),
+    /// An identical call ran (or was running): this is its recorded answer, marked replayed.
+    Replayed(Recorded),
 }
 
 /// The recorded calls of one gateway instance.
@@ -51,13 +57,13 @@ impl DedupeCache {
     /// upstream, so a repeat must run again).
     pub async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
     where
-        F: Future<Output = (T, Option<CallToolResult>)>,
+        F: Future<Output = (T, Option<Recorded>)>,
     {
         let waiting = {
             let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             match slots.get(&key) {
-                Some(Slot::Done { result, until }) if *until > Instant::now() => {
-                    return Deduped::Replayed(replayed(result.clone()));
+                Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
+                    return Deduped::Replayed(replayed(recorded.clone()));
                 }
                 Some(Slot::InFlight(rx)) => Some(rx.clone()),
                 _ => None,
@@ -65,12 +71,15 @@ impl DedupeCache {
         };
         if let Some(mut rx) = waiting {
             return match rx.wait_for(Option::is_some).await {
-                Ok(result) => Deduped::Replayed(replayed(result.clone().unwrap_or_default())),
+                Ok(recorded) => Deduped::Replayed(replayed(recorded.clone().unwrap_or_default())),
                 // The first call was abandoned mid-flight: its effect is unknown, and running
                 // again could make it happen twice.
-                Err(_) => Deduped::Replayed(CallToolResult::error(vec![ContentBlock::text(
-                    "an identical call was in flight and was abandoned; its effect is unknown, so it was not repeated",
-                )])),
+                Err(_) => Deduped::Replayed(Recorded {
+                    result: CallToolResult::error(vec![ContentBlock::text(
+                        "an identical call was in flight and was abandoned; its effect is unknown, so it was not repeated",
+                    )]),
+                    outcome: Some(Outcome::Unknown),
+                }),
             };
         }
         let (tx, rx) = watch::channel(None);
@@ -94,12 +103,12 @@ impl DedupeCache {
         guard.armed = false;
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         match record {
-            Some(result) => {
-                let _ = tx.send(Some(result.clone()));
+            Some(recorded) => {
+                let _ = tx.send(Some(recorded.clone()));
                 slots.insert(
                     key.clone(),
                     Slot::Done {
-                        result,
+                        recorded,
                         until: Instant::now() + window,
                     },
                 );
@@ -130,12 +139,12 @@ impl Drop for InFlightGuard<'_> {
 }
 
 /// Marks a recorded result as replayed: `_meta: {"narrowgate/replayed": true}`.
-fn replayed(mut result: CallToolResult) -> CallToolResult {
-    let mut meta = result.meta.take().unwrap_or_default();
+fn replayed(mut recorded: Recorded) -> Recorded {
+    let mut meta = recorded.result.meta.take().unwrap_or_default();
     meta.0
         .insert("narrowgate/replayed".into(), Value::Bool(true));
-    result.meta = Some(meta);
-    result
+    recorded.result.meta = Some(meta);
+    recorded
 }
 
 #[cfg(test)]
@@ -152,8 +161,11 @@ mod tests {
         }
     }
 
-    fn ok(text: &str) -> CallToolResult {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+    fn ok(text: &str) -> Recorded {
+        Recorded {
+            result: CallToolResult::success(vec![ContentBlock::text(text)]),
+            outcome: Some(Outcome::Ok),
+        }
     }
 
     #[tokio::test]
@@ -170,7 +182,7 @@ mod tests {
         ));
         match cache.run(key("a"), Duration::from_secs(60), run()).await {
             Deduped::Replayed(r) => {
-                let meta = r.meta.expect("meta");
+                let meta = r.result.meta.expect("meta");
                 assert_eq!(meta.0.get("narrowgate/replayed"), Some(&Value::Bool(true)));
             }
             Deduped::Ran(()) => panic!("ran twice"),
@@ -207,7 +219,7 @@ mod tests {
             .await;
         assert!(matches!(first.await.expect("joins"), Deduped::Ran(())));
         match second {
-            Deduped::Replayed(r) => assert_eq!(r.content, ok("first").content),
+            Deduped::Replayed(r) => assert_eq!(r.result.content, ok("first").result.content),
             Deduped::Ran(()) => panic!("the duplicate ran"),
         }
         assert_eq!(runs.load(Ordering::SeqCst), 1);

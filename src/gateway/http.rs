@@ -1,7 +1,8 @@
 //! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
-//! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) → authentication (401) → session ownership
-//! (404 for another caller's session) → rmcp's Streamable HTTP service (413 for large bodies).
-//! Health endpoints sit beside it, outside those layers.
+//! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) → authentication (401) and the
+//! tool's scopes (403 `insufficient_scope`) → session ownership (404 for another caller's session) →
+//! rmcp's Streamable HTTP service (413 for large bodies).
+//! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use super::health;
 use super::server::McpHandler;
+use crate::policy::resource::{self, METADATA_PATH, ProtectedResource};
 use crate::policy::{AuthError, Caller};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -58,6 +60,10 @@ impl SessionOwners {
 struct Layers {
     gateway: Arc<Gateway>,
     sessions: Arc<SessionOwners>,
+    /// The gateway as an OAuth protected resource (`None` without `oauth`).
+    resource: Option<Arc<ProtectedResource>>,
+    /// Whether any contract requires scopes (else `tools/call` bodies are not inspected).
+    any_scopes: bool,
 }
 
 /// Builds the whole HTTP application.
@@ -80,9 +86,16 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
+    let resource = ProtectedResource::from_config(config, &gateway.contracts).map(Arc::new);
     let layers = Layers {
         gateway: gateway.clone(),
         sessions: Arc::new(SessionOwners::default()),
+        resource: resource.clone(),
+        any_scopes: gateway
+            .contracts
+            .tools
+            .values()
+            .any(|t| !t.scopes.is_empty()),
     };
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
@@ -93,20 +106,44 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             layers.clone(),
             check_host_and_origin,
         ));
+    // RFC 9728: the root form and the path-inserted form of the MCP endpoint (and of
+    // `public_url`'s path, should a proxy publish the gateway under another one).
+    let mut metadata_paths = vec![
+        METADATA_PATH.to_string(),
+        format!("{METADATA_PATH}{}", config.path),
+    ];
+    if let Some(path) = config
+        .public_url
+        .as_deref()
+        .and_then(|u| u.split_once("://"))
+        .and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].trim_end_matches('/')))
+        .filter(|p| !p.is_empty())
+    {
+        metadata_paths.push(format!("{METADATA_PATH}{path}"));
+    }
+    metadata_paths.sort();
+    metadata_paths.dedup();
+    let mut metadata = Router::new();
+    for path in &metadata_paths {
+        metadata = metadata.route(path, get(protected_resource_metadata));
+    }
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/.well-known/oauth-protected-resource", get(not_found))
-        .route(
-            &format!("/.well-known/oauth-protected-resource{}", config.path),
-            get(not_found),
-        )
+        .route("/metrics", get(crate::telemetry::metrics::handler))
         .with_state(gateway)
+        .merge(metadata.with_state(resource))
         .merge(mcp_routes)
 }
 
-async fn not_found() -> StatusCode {
-    StatusCode::NOT_FOUND
+/// RFC 9728 protected-resource metadata when `oauth` is set, else 404.
+async fn protected_resource_metadata(
+    State(resource): State<Option<Arc<ProtectedResource>>>,
+) -> Response {
+    match resource {
+        Some(r) => axum::Json(r.document()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// Reads a POST body whole before anything else looks at it: 413 when it exceeds
@@ -215,38 +252,130 @@ fn origin_allowed(allowed: &[String], origin: &str) -> bool {
     })
 }
 
-/// 401 with `WWW-Authenticate: Bearer` unless the request carries a known caller's credentials.
-async fn authenticate(State(l): State<Layers>, mut request: Request, next: Next) -> Response {
+/// 401 with a `WWW-Authenticate: Bearer` challenge unless the request carries a known caller's
+/// credentials (an API key or a valid JWT); then 403 `insufficient_scope` for a `tools/call` of a
+/// tool this caller may use but lacks the `scopes` for, so the client can step up its token.
+async fn authenticate(State(l): State<Layers>, request: Request, next: Next) -> Response {
     let header = request
         .headers()
         .get(header::AUTHORIZATION)
         .map(|h| h.to_str().unwrap_or(""));
-    match l.gateway.authenticator.authenticate(header) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string);
+    let caller = match l.gateway.authenticator.authenticate(header).await {
+        Ok(caller) => caller,
+        Err(e) => return unauthorized(&l, host.as_deref(), &e),
+    };
+    let mut request = request;
+    if l.any_scopes && request.method() == Method::POST {
+        // `check_body` has buffered the body already: reading it again is a copy-free move.
+        let limit = usize::try_from(l.gateway.config.max_request_bytes.0).unwrap_or(usize::MAX);
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        };
+        if let Some(response) = step_up(&l, host.as_deref(), &caller, &bytes) {
+            return response;
         }
-        Err(e) => {
-            tracing::info!(reason = %e, "request refused: 401");
-            let description = match e {
-                AuthError::Missing => {
-                    "this gateway requires an API key: send Authorization: Bearer <key>"
-                }
-                AuthError::Invalid => "the credentials presented are not valid",
-            };
-            let mut response = (
-                StatusCode::UNAUTHORIZED,
-                axum::Json(
-                    serde_json::json!({"error": "invalid_token", "error_description": description}),
-                ),
-            )
-                .into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
+        request = Request::from_parts(parts, axum::body::Body::from(bytes));
     }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+fn unauthorized(l: &Layers, host: Option<&str>, e: &AuthError) -> Response {
+    // The reason is logged, never the credentials.
+    tracing::info!(reason = %e, "request refused: 401");
+    let description = match e {
+        AuthError::Missing => {
+            "this gateway requires credentials: send Authorization: Bearer <key or token>"
+        }
+        AuthError::Invalid => "the credentials presented are not valid",
+        AuthError::Token(t) => t.client_text(),
+    };
+    let challenge = match &l.resource {
+        Some(r) => r.unauthorized(host, (*e != AuthError::Missing).then_some(description)),
+        None => "Bearer".to_string(),
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(serde_json::json!({"error": "invalid_token", "error_description": description})),
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    } else {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Just enough of a JSON-RPC message to see which tool a `tools/call` is for.
+#[derive(serde::Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<PeekParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekParams<'a> {
+    #[serde(borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The 403 for the first `tools/call` in `body` whose tool the caller may use (by the same
+/// [`Caller::may_use`] as everywhere) but lacks scopes for. Tools the caller may not use are
+/// left to the MCP layer, which answers them exactly like unknown tools.
+fn step_up(l: &Layers, host: Option<&str>, caller: &Caller, body: &[u8]) -> Option<Response> {
+    let messages: Vec<Peek<'_>> = match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => serde_json::from_slice(body).ok()?,
+        _ => vec![serde_json::from_slice(body).ok()?],
+    };
+    let catalog = l.gateway.catalog();
+    for message in &messages {
+        if message.method.as_deref() != Some("tools/call") {
+            continue;
+        }
+        let Some(name) = message.params.as_ref().and_then(|p| p.name.as_deref()) else {
+            continue;
+        };
+        let Some(tool) = catalog.exposed(name).filter(|_| caller.may_use(name)) else {
+            continue;
+        };
+        let required = &tool.contract.scopes;
+        let missing = caller.missing_scopes(required);
+        if missing.is_empty() {
+            continue;
+        }
+        tracing::info!(caller = %caller.name, tool = %name, missing = %missing.join(" "), "request refused: 403 insufficient_scope");
+        let description = format!(
+            "the tool {name} requires the scope(s) {}",
+            required.join(" ")
+        );
+        let challenge =
+            resource::insufficient_scope(l.resource.as_deref(), host, required, &description);
+        let mut response = (
+            StatusCode::FORBIDDEN,
+            axum::Json(serde_json::json!({"error": "insufficient_scope", "error_description": description})),
+        )
+            .into_response();
+        let value = HeaderValue::from_str(&challenge)
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"insufficient_scope\""));
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+        return Some(response);
+    }
+    None
 }
 
 /// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown

@@ -20,8 +20,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::contract::ContractSet;
 use crate::policy::Authenticator;
+use crate::policy::limits::Limits;
+use crate::receipts::{ReceiptError, ReceiptLog, Settings};
 use crate::upstream::Upstream;
 use catalog::Catalog;
+use dedupe::DedupeCache;
 
 /// Everything a request needs, shared by all sessions.
 pub struct Gateway {
@@ -29,29 +32,42 @@ pub struct Gateway {
     pub contracts: ContractSet,
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
     pub authenticator: Authenticator,
+    /// Rate limits (SPEC §4.7), in memory or shared through Redis.
+    pub limits: Limits,
+    /// Where every `tools/call` leaves its receipt (SPEC §4.11).
+    pub receipts: ReceiptLog,
+    /// Recorded answers of `dedupe` tools, for at-most-once within their window.
+    pub dedupe: DedupeCache,
     catalog: RwLock<Arc<Catalog>>,
     /// Bumped whenever the published tools change, so sessions can tell their clients.
     tools_changed: watch::Sender<u64>,
 }
 
 impl Gateway {
-    pub fn new(config: Config, contracts: ContractSet) -> Arc<Gateway> {
+    /// Fails only if the receipts database cannot be opened: a gateway that could not leave
+    /// receipts must not serve calls.
+    pub fn new(config: Config, contracts: ContractSet) -> Result<Arc<Gateway>, ReceiptError> {
+        let receipts = ReceiptLog::open(&Settings::of(&config))?;
         let upstreams = config
             .upstreams
             .iter()
             .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u))))
             .collect();
         let authenticator = Authenticator::from_config(&config);
+        let limits = Limits::from_config(&config);
         let gateway = Gateway {
             config,
             contracts,
             upstreams,
             authenticator,
+            limits,
+            receipts,
+            dedupe: DedupeCache::default(),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             tools_changed: watch::Sender::new(0),
         };
         gateway.rebuild_catalog();
-        Arc::new(gateway)
+        Ok(Arc::new(gateway))
     }
 
     /// The current catalog. Cheap: one `Arc` clone under a read lock.
@@ -104,8 +120,9 @@ impl Gateway {
 
     /// Whether every upstream has been tried at least once.
     pub fn all_upstreams_tried(&self) -> bool {
-        self.upstreams
+        self.catalog()
+            .upstream_status
             .values()
-            .all(|u| u.snapshot().status != crate::upstream::Status::Starting)
+            .all(|status| *status != crate::upstream::Status::Starting)
     }
 }

@@ -2,17 +2,20 @@
 //! arguments, call the upstream, validate the result, answer. Each step is a call into the module
 //! that owns it; this file only sequences them and decides the [`Outcome`].
 
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, ProtocolVersion,
 };
 use serde_json::Value;
 
 use super::Gateway;
+use super::catalog::ExposedTool;
+use super::dedupe::{CallKey, Deduped, Recorded};
+use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
 use crate::policy::Caller;
-use crate::receipts::Outcome;
+use crate::receipts::{Call, Outcome};
 use crate::upstream::CallError;
 
 /// The per-call timeout when neither the contract nor the upstream sets one.
@@ -20,6 +23,28 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the client gets: a result (tool errors included) or a JSON-RPC error.
 pub type Answer = Result<CallToolResult, ErrorData>;
+
+/// How a call ended: the answer, plus what its receipt records.
+pub struct Executed {
+    pub answer: Answer,
+    pub outcome: Outcome,
+    /// How many times the upstream was called (0: the call never reached it).
+    pub attempts: u32,
+    /// The answer is a recorded result (`dedupe`), not a new execution.
+    pub replayed: bool,
+}
+
+/// A call answered before anything was sent upstream.
+impl From<(Answer, Outcome)> for Executed {
+    fn from((answer, outcome): (Answer, Outcome)) -> Executed {
+        Executed {
+            answer,
+            outcome,
+            attempts: 0,
+            replayed: false,
+        }
+    }
+}
 
 impl Gateway {
     /// Handles `tools/call` for an authenticated `caller`.
@@ -29,10 +54,38 @@ impl Gateway {
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
     ) -> Answer {
+        let started = SystemTime::now();
+        let clock = Instant::now();
         let tool = request.name.to_string();
-        let (answer, outcome) = self.execute(caller, request, protocol).await;
-        tracing::info!(caller = %caller.name, %tool, outcome = %outcome, "tools/call");
-        answer
+        // Kept for the receipt, since `execute` consumes the request.
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let executed = self.execute(caller, request, protocol).await;
+        let call = Call {
+            caller: &caller.name,
+            tool: &tool,
+            // Also for a denied call, when the tool exists: the receipt says what was attempted.
+            contract: self.contracts.tools.get(&tool).map(AsRef::as_ref),
+            arguments: &arguments,
+            outcome: executed.outcome,
+            attempts: executed.attempts,
+            replayed: executed.replayed,
+            started,
+            duration: clock.elapsed(),
+            // The trace of this request's SERVER span (or the client's, or a local id).
+            trace_id: crate::telemetry::trace_id(),
+        };
+        crate::telemetry::note_call(&call);
+        // The answer waits until its receipt is on disk (SPEC §4.11). A receipt that cannot be
+        // written is logged loudly by `record`, and the call is answered all the same.
+        let receipt = self.receipts.record(&call).await;
+        tracing::info!(
+            caller = %caller.name,
+            %tool,
+            outcome = %executed.outcome,
+            receipt = %receipt.as_deref().unwrap_or("-"),
+            "tools/call"
+        );
+        executed.answer
     }
 
     /// The call pipeline. Protocol errors are `Err`; everything a model should read, rejections
@@ -42,7 +95,7 @@ impl Gateway {
         caller: &Caller,
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
-    ) -> (Answer, Outcome) {
+    ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
         let catalog = self.catalog();
@@ -50,7 +103,7 @@ impl Gateway {
             .exposed(&request.name)
             .filter(|_| caller.may_use(&request.name))
         else {
-            return (Err(unknown_tool(&request.name)), Outcome::Denied);
+            return (Err(unknown_tool(&request.name)), Outcome::Denied).into();
         };
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
@@ -65,34 +118,107 @@ impl Gateway {
             return (
                 rejected_input(rejection.to_string(), protocol),
                 Outcome::RejectedInput,
-            );
+            )
+                .into();
         }
 
-        // 3. Call the upstream under the contract's timeout, with the gateway's own credentials
-        //    (never the caller's).
-        let Some(upstream) = self.upstreams.get(&contract.upstream) else {
-            return (
-                Ok(tool_error(format!(
-                    "upstream {} unavailable",
-                    contract.upstream
-                ))),
-                Outcome::UpstreamError,
+        // 2b. Admit: the tool's scopes (the HTTP layer already answers 403 for them; checked again
+        //     so no path skips them), then the rate limits. Nothing has reached the upstream yet.
+        let missing = caller.missing_scopes(&contract.scopes);
+        if !missing.is_empty() {
+            let message = format!(
+                "insufficient scope: `{}` requires the scope(s) {}",
+                contract.name,
+                missing.join(" ")
             );
+            return (Ok(tool_error(message)), Outcome::Denied).into();
+        }
+        if let Err(refusal) = self.limits.admit(caller, contract).await {
+            return (Ok(refusal.into_result()), Outcome::RateLimited).into();
+        }
+
+        // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
+        //    inside the window from the record instead of running it again.
+        let Some(window) = contract.dedupe else {
+            return self.call_upstream(tool, request.arguments).await;
+        };
+        let key = CallKey {
+            caller: caller.name.clone(),
+            tool: contract.name.clone(),
+            arguments: digest::sha256_of(&arguments),
+        };
+        let run = async {
+            let executed = self.call_upstream(tool, request.arguments).await;
+            // Only what reached the upstream is recorded: a call that never left may run again.
+            let recorded = match (&executed.answer, executed.attempts) {
+                (Ok(result), 1..) => Some(Recorded {
+                    result: result.clone(),
+                    outcome: Some(executed.outcome),
+                }),
+                _ => None,
+            };
+            (executed, recorded)
+        };
+        match self.dedupe.run(key, window, run).await {
+            Deduped::Ran(executed) => executed,
+            Deduped::Replayed(recorded) => Executed {
+                answer: Ok(recorded.result),
+                outcome: recorded.outcome.unwrap_or(Outcome::Ok),
+                attempts: 0,
+                replayed: true,
+            },
+        }
+    }
+
+    /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
+    /// timeout (retrying only what is safe to repeat), with the gateway's own credentials, never
+    /// the caller's; then validate the result before the client sees any of it.
+    async fn call_upstream(&self, tool: &ExposedTool, arguments: Option<JsonObject>) -> Executed {
+        let contract = &tool.contract;
+        let upstream_schemas = tool.upstream_schemas.as_ref();
+        let Some(upstream) = self.upstreams.get(&contract.upstream) else {
+            let unavailable = CallError::Unavailable(contract.upstream.clone());
+            return (
+                Ok(tool_error(unavailable.to_string())),
+                Outcome::UpstreamError,
+            )
+                .into();
         };
         if upstream_schemas.is_none() {
             let unavailable = CallError::Unavailable(upstream.name.clone());
             return (
                 Ok(tool_error(unavailable.to_string())),
                 Outcome::UpstreamError,
-            );
+            )
+                .into();
         }
         let timeout = contract
             .timeout
             .or(upstream.default_timeout)
             .unwrap_or(DEFAULT_TIMEOUT);
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
-        forwarded.arguments = request.arguments;
-        let result = match upstream.call(forwarded, timeout).await {
+        forwarded.arguments = arguments;
+        // Retrying is only safe when repeating the call cannot do harm.
+        let retries = if contract.idempotent {
+            contract.retries
+        } else {
+            0
+        };
+        let attempted = upstream
+            .call_with_retries(forwarded, timeout, retries)
+            .await;
+        // An unavailable upstream answers before anything is sent.
+        let attempts = match attempted.result {
+            Err(CallError::Unavailable(_)) => attempted.attempts - 1,
+            _ => attempted.attempts,
+        };
+        let executed = |answer, outcome| Executed {
+            answer,
+            outcome,
+            attempts,
+            replayed: false,
+        };
+        let result = match attempted.result {
             Ok(result) => result,
             Err(e) => {
                 let outcome = match (&e, contract.idempotent) {
@@ -107,20 +233,18 @@ impl Gateway {
                     Outcome::Unknown => format!("{e}; the call may or may not have taken effect"),
                     _ => e.to_string(),
                 };
-                return (Ok(tool_error(message)), outcome);
+                return executed(Ok(tool_error(message)), outcome);
             }
         };
-
-        // 4. Validate the result before the client sees any of it.
         let schemas = OutputSchemas {
             contract: contract.output_validator.as_deref(),
             upstream: upstream_schemas.and_then(|s| s.output.as_deref()),
             max_bytes: usize::try_from(self.config.max_result_bytes.0).unwrap_or(usize::MAX),
         };
         match enforce::check_result(result, &schemas) {
-            Ok(result) if result.is_error == Some(true) => (Ok(result), Outcome::ToolError),
-            Ok(result) => (Ok(result), Outcome::Ok),
-            Err(rejection) => (
+            Ok(result) if result.is_error == Some(true) => executed(Ok(result), Outcome::ToolError),
+            Ok(result) => executed(Ok(result), Outcome::Ok),
+            Err(rejection) => executed(
                 Ok(tool_error(rejection.to_string())),
                 Outcome::RejectedOutput,
             ),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, DiscoverResult, ErrorData, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ProtocolVersion, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -159,7 +159,12 @@ impl ServerHandler for McpHandler {
             self.gateway
                 .call_tool(&caller, request, protocol.as_ref())
                 .await
-                .map(Into::into)
+                .map(|mut result| {
+                    // Results relayed from older upstreams lack `resultType`, which 2026-07-28
+                    // clients require; rmcp strips it again for older clients.
+                    result.result_type = Some(ResultType::COMPLETE);
+                    result.into()
+                })
         })
         .await
     }

@@ -1,10 +1,21 @@
-//! Who is calling, and what they may use (SPEC §4.4, §4.6).
+//! Who is calling, and what they may use (SPEC §4.4, §4.6, §4.7).
 //!
-//! [`Authenticator`] turns the `Authorization` header into a [`Caller`]; [`Caller::may_use`] is the
-//! one decision that both filters `tools/list` and guards `tools/call`, so a caller can never call
-//! a tool it cannot see, nor see one it cannot call.
+//! [`Authenticator`] turns the `Authorization` header into a [`Caller`] (an API key, a JWT checked
+//! by [`oauth`], or the anonymous caller); [`Caller::may_use`] is the one decision that both
+//! filters `tools/list` and guards `tools/call`, so a caller can never call a tool it cannot see,
+//! nor see one it cannot call.
+//!
+//! Scopes are deliberately *not* part of that decision: a tool the caller may use but lacks the
+//! `scopes` for is listed, and calling it answers HTTP 403 `insufficient_scope` naming the scopes
+//! ([`Caller::missing_scopes`]). That is the step-up flow of the MCP authorization spec
+//! (2025-11-25): the client must see the tool to try it and learn which scopes to ask for.
+//! [`limits`] holds the rate limits.
 
 mod glob;
+mod jwks;
+pub mod limits;
+pub mod oauth;
+pub mod resource;
 
 use std::sync::Arc;
 
@@ -13,6 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Rate};
 
 pub use glob::glob_match;
+pub use oauth::{TokenError, TokenValidator};
 
 /// An authenticated caller, as policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,22 +41,35 @@ impl Caller {
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.iter().any(|pattern| glob_match(pattern, tool))
     }
+
+    /// The scopes of `required` this caller does not hold (empty: it holds them all).
+    pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
+        required
+            .iter()
+            .filter(|s| !self.scopes.contains(s))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
-/// Why a request has no caller. Both are answered 401: which one it was is only logged.
+/// Why a request has no caller. All are answered 401: the detail is logged, and for tokens a fixed
+/// description is sent.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AuthError {
     #[error("no credentials were presented")]
     Missing,
     #[error("the credentials presented are not valid")]
     Invalid,
+    #[error("bearer token refused: {0}")]
+    Token(TokenError),
 }
 
 /// Resolves credentials to callers. API keys are held only as SHA-256 digests.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Authenticator {
     keyed: Vec<([u8; 32], Arc<Caller>)>,
     anonymous: Option<Arc<Caller>>,
+    tokens: Option<TokenValidator>,
 }
 
 impl Authenticator {
@@ -71,22 +96,44 @@ impl Authenticator {
                 None => {}
             }
         }
+        auth.tokens = config
+            .oauth
+            .as_ref()
+            .map(|oauth| TokenValidator::from_config(config, oauth));
         auth
     }
 
     /// Whether anyone at all can connect.
     pub fn has_callers(&self) -> bool {
-        !self.keyed.is_empty() || self.anonymous.is_some()
+        !self.keyed.is_empty() || self.anonymous.is_some() || self.tokens.is_some()
     }
 
     /// The caller for an `Authorization` header value (`None` when absent). A request without
     /// credentials is the anonymous caller if one is configured; a request with wrong credentials
-    /// never is.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, AuthError> {
+    /// never is. API keys are tried first; a bearer value that is no API key and looks like a JWT
+    /// is checked as a token when `oauth` is configured.
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Arc<Caller>, AuthError> {
         let Some(header) = authorization else {
             return self.anonymous.clone().ok_or(AuthError::Missing);
         };
         let token = bearer_token(header).ok_or(AuthError::Invalid)?;
+        if let Some(caller) = self.api_key_caller(token) {
+            return Ok(caller);
+        }
+        match &self.tokens {
+            Some(validator) if token.bytes().filter(|b| *b == b'.').count() == 2 => validator
+                .validate(token)
+                .await
+                .map(Arc::new)
+                .map_err(AuthError::Token),
+            _ => Err(AuthError::Invalid),
+        }
+    }
+
+    fn api_key_caller(&self, token: &str) -> Option<Arc<Caller>> {
         let presented = hash_key(token);
         // Compare against every entry without stopping early, in constant time per entry.
         let mut found = None;
@@ -95,7 +142,7 @@ impl Authenticator {
                 found = Some(caller);
             }
         }
-        found.cloned().ok_or(AuthError::Invalid)
+        found.cloned()
     }
 }
 
@@ -150,35 +197,54 @@ mod tests {
         Authenticator::from_config(&config)
     }
 
+    /// `authenticate` without a runtime: API keys never await anything.
+    fn auth_now(auth: &Authenticator, header: Option<&str>) -> Result<String, AuthError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime
+            .block_on(auth.authenticate(header))
+            .map(|c| c.name.clone())
+    }
+
     #[test]
     fn keys_resolve_to_their_caller_and_bad_keys_never_fall_back_to_anonymous() {
         let auth = authenticator(vec![
             caller("alice", Some("k1"), false),
             caller("anon", None, true),
         ]);
+        assert_eq!(auth_now(&auth, Some("Bearer k1")), Ok("alice".into()));
+        assert_eq!(auth_now(&auth, Some("bearer k1")), Ok("alice".into()));
+        assert_eq!(auth_now(&auth, None), Ok("anon".into()));
         assert_eq!(
-            auth.authenticate(Some("Bearer k1")).map(|c| c.name.clone()),
-            Ok("alice".into())
-        );
-        assert_eq!(
-            auth.authenticate(Some("bearer k1")).map(|c| c.name.clone()),
-            Ok("alice".into())
-        );
-        assert_eq!(
-            auth.authenticate(None).map(|c| c.name.clone()),
-            Ok("anon".into())
-        );
-        assert_eq!(
-            auth.authenticate(Some("Bearer nope")),
+            auth_now(&auth, Some("Bearer nope")),
             Err(AuthError::Invalid)
         );
-        assert_eq!(auth.authenticate(Some("Basic k1")), Err(AuthError::Invalid));
+        assert_eq!(auth_now(&auth, Some("Basic k1")), Err(AuthError::Invalid));
+        // Without an `oauth` block a JWT-shaped value is just a wrong key.
+        assert_eq!(
+            auth_now(&auth, Some("Bearer a.b.c")),
+            Err(AuthError::Invalid)
+        );
     }
 
     #[test]
     fn without_an_anonymous_caller_missing_credentials_are_refused() {
         let auth = authenticator(vec![caller("alice", Some("k1"), false)]);
-        assert_eq!(auth.authenticate(None), Err(AuthError::Missing));
+        assert_eq!(auth_now(&auth, None), Err(AuthError::Missing));
+    }
+
+    #[test]
+    fn missing_scopes_lists_exactly_the_ones_not_held() {
+        let c = Caller {
+            name: "c".into(),
+            tools: vec![],
+            scopes: vec!["a".into(), "b".into()],
+            rate: None,
+        };
+        let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
+        assert_eq!(c.missing_scopes(&required), vec!["c", "d"]);
+        assert!(c.missing_scopes(&required[..1]).is_empty());
     }
 
     #[test]

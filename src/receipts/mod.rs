@@ -1,6 +1,36 @@
 //! Receipts (SPEC §4.11): one durable record per `tools/call`, whatever its outcome.
+//!
+//! The pipeline describes each finished call as a [`Call`]; [`store::ReceiptLog`] turns it into a
+//! [`Receipt`] (redacting the arguments first) and commits it to an embedded SQLite database before
+//! the answer leaves the gateway. [`query`] reads that database for `narrowgate receipts`, also
+//! while the gateway runs.
+//!
+//! Where the database lives: `receipts.path` in the configuration, relative to the configuration
+//! file. Without a `receipts` block it is still written, to `data/receipts.db` next to the
+//! configuration file ([`DEFAULT_PATH`]): every call leaves a receipt, so there is no "off" switch.
+//! Without `retention`, receipts are kept until an operator deletes them.
+
+pub mod query;
+pub mod store;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::contract::ToolContract;
+use crate::contract::digest::sha256_of;
+
+pub use store::{ReceiptError, ReceiptLog};
+
+/// The database used when the configuration has no `receipts` block, relative to its file.
+pub const DEFAULT_PATH: &str = "data/receipts.db";
+
+/// What replaces the value at each of a contract's `redact` pointers before the arguments are
+/// digested or stored. Fixed, so that calls differing only in a redacted value share a digest.
+pub const REDACTED: &str = "[redacted]";
 
 /// How a `tools/call` ended. Receipts, logs and telemetry all use these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -27,6 +57,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome called `name` (as written by [`as_str`](Self::as_str)), if any.
+    pub fn parse(name: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -58,5 +93,213 @@ impl Outcome {
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The receipt settings of a configuration, with the documented defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The SQLite database file (absolute, or relative to the working directory).
+    pub path: PathBuf,
+    /// Keep the redacted arguments, not only their digest.
+    pub store_arguments: bool,
+    /// Receipts older than this are deleted; `None` keeps them forever.
+    pub retention: Option<Duration>,
+    /// fsync each batch before answering (`receipts.fsync`).
+    pub fsync: bool,
+}
+
+impl Settings {
+    /// `config.receipts`, or the defaults: [`DEFAULT_PATH`] next to the configuration file,
+    /// digests only, kept forever.
+    pub fn of(config: &Config) -> Settings {
+        match &config.receipts {
+            // The loader already resolved `path` against the configuration file.
+            Some(r) => Settings {
+                path: r.path.clone(),
+                store_arguments: r.store_arguments,
+                retention: r.retention.map(|d| d.0),
+                fsync: r.fsync,
+            },
+            None => Settings {
+                path: config.base_dir().join(DEFAULT_PATH),
+                store_arguments: false,
+                retention: None,
+                fsync: false,
+            },
+        }
+    }
+}
+
+/// What the pipeline knows about one finished `tools/call`.
+#[derive(Debug)]
+pub struct Call<'a> {
+    pub caller: &'a str,
+    /// The tool name the client asked for (it may not exist).
+    pub tool: &'a str,
+    /// The contract of that name, when there is one (also for calls that were denied).
+    pub contract: Option<&'a ToolContract>,
+    /// The arguments as the client sent them; redacted here before anything is kept.
+    pub arguments: &'a Value,
+    pub outcome: Outcome,
+    /// How many times the upstream was called (0: the call never reached it).
+    pub attempts: u32,
+    /// The answer was a recorded result (`dedupe`), not a new execution.
+    pub replayed: bool,
+    /// When the call arrived.
+    pub started: SystemTime,
+    pub duration: Duration,
+    /// The W3C trace id of the call's span, once telemetry provides one.
+    pub trace_id: Option<String>,
+}
+
+/// One row of the receipts table, as written and as `narrowgate receipts --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Receipt {
+    /// A UUIDv7: unique, and sorts by time.
+    pub id: String,
+    /// RFC 3339 UTC with milliseconds (`2025-01-31T12:00:00.123Z`): sorts as text.
+    pub time: String,
+    pub caller: String,
+    pub tool: String,
+    pub upstream: Option<String>,
+    pub upstream_tool: Option<String>,
+    pub contract_digest: Option<String>,
+    /// `sha256:` of the canonical JSON of the redacted arguments.
+    pub arguments_digest: String,
+    pub outcome: String,
+    pub attempts: u32,
+    pub replayed: bool,
+    pub duration_ms: f64,
+    pub trace_id: Option<String>,
+    /// The redacted arguments, only with `store_arguments: true`.
+    pub arguments: Option<Value>,
+}
+
+impl Receipt {
+    /// The receipt of `call`. Arguments are redacted with the contract's pointers before they are
+    /// digested or kept; the arguments of a call with no contract (an unknown tool) are never
+    /// kept, because nothing says which of their values are secret.
+    pub fn of(call: &Call<'_>, store_arguments: bool) -> Receipt {
+        let redacted = match call.contract {
+            Some(contract) => redact(call.arguments, &contract.redact),
+            None => call.arguments.clone(),
+        };
+        let millis = call
+            .started
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Receipt {
+            id: uuid::Uuid::now_v7().to_string(),
+            time: format_utc_millis(millis),
+            caller: call.caller.to_string(),
+            tool: call.tool.to_string(),
+            upstream: call.contract.map(|c| c.upstream.clone()),
+            upstream_tool: call.contract.map(|c| c.upstream_tool.clone()),
+            contract_digest: call.contract.map(|c| c.digest.clone()),
+            arguments_digest: sha256_of(&redacted),
+            outcome: call.outcome.as_str().to_string(),
+            attempts: call.attempts,
+            replayed: call.replayed,
+            // Microsecond precision, printed without float noise.
+            duration_ms: call.duration.as_micros() as f64 / 1000.0,
+            trace_id: call.trace_id.clone(),
+            arguments: (store_arguments && call.contract.is_some()).then_some(redacted),
+        }
+    }
+}
+
+/// `arguments` with the value at each JSON pointer replaced by [`REDACTED`]. Pointers that do not
+/// resolve (the argument was not sent) are skipped.
+pub fn redact(arguments: &Value, pointers: &[String]) -> Value {
+    let mut redacted = arguments.clone();
+    for pointer in pointers {
+        if let Some(slot) = redacted.pointer_mut(pointer) {
+            *slot = Value::String(REDACTED.to_string());
+        }
+    }
+    redacted
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC (`1970-01-01T00:00:00.000Z`), the format of
+/// the `time` column. Fixed width, so text order is time order (years 0 to 9999).
+pub fn format_utc_millis(millis: i64) -> String {
+    let days = millis.div_euclid(86_400_000);
+    let of_day = millis.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3_600_000,
+        of_day / 60_000 % 60,
+        of_day / 1000 % 60,
+        of_day % 1000
+    )
+}
+
+/// The current time in the `time` column's format, minus `ago`.
+pub fn utc_time_ago(ago: Duration) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let ago = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
+    format_utc_millis(now.saturating_sub(ago))
+}
+
+/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 to (year, month, day), proleptic
+/// Gregorian. Avoids a date-time dependency for one formatting need.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_are_rfc3339_utc_with_millis() {
+        assert_eq!(format_utc_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_utc_millis(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            format_utc_millis(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_utc_millis(4_102_444_799_999),
+            "2099-12-31T23:59:59.999Z"
+        );
+        assert!(format_utc_millis(1_000) < format_utc_millis(60_000));
+    }
+
+    #[test]
+    fn redaction_replaces_only_the_pointed_values() {
+        let args = json!({"token": "s3cret", "nested": {"key": 1}, "list": ["a", "b"], "keep": 2});
+        let pointers = ["/token", "/nested/key", "/list/1", "/absent"].map(String::from);
+        assert_eq!(
+            redact(&args, &pointers),
+            json!({"token": REDACTED, "nested": {"key": REDACTED}, "list": ["a", REDACTED], "keep": 2})
+        );
+    }
+
+    #[test]
+    fn outcomes_parse_back_from_their_names() {
+        for outcome in Outcome::ALL {
+            assert_eq!(Outcome::parse(outcome.as_str()), Some(outcome));
+        }
+        assert_eq!(Outcome::parse("okay"), None);
     }
 }

@@ -95,7 +95,7 @@ pub async fn connect(
             handler
                 .serve(child)
                 .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))
         }
         UpstreamTransport::Http { url, headers } => {
             let mut custom = HashMap::new();
@@ -114,7 +114,16 @@ pub async fn connect(
             handler
                 .serve(transport)
                 .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))
         }
+    }
+}
+
+/// rmcp's transport errors name its generic types (`Transport [rmcp::transport::worker::...]
+/// error: ...`); operators only need what follows.
+fn plain(message: &str) -> String {
+    match message.rfind("] error: ") {
+        Some(at) => message[at + "] error: ".len()..].to_string(),
+        None => message.to_string(),
     }
 }

@@ -130,7 +130,21 @@ pub fn base_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "counter",
-            "Increments a process-wide counter and returns it.",
+            "Increments a process-wide counter, waits `delay_ms` (default 0), returns the count.",
+            object(json!({
+                "type": "object",
+                "properties": {"delay_ms": {"type": "integer", "minimum": 0, "maximum": SLOW_MAX_MS}},
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"count": {"type": "integer"}},
+            "required": ["count"]
+        }))),
+        Tool::new(
+            "peek_counter",
+            "Returns the counter without incrementing it.",
             no_params(),
         )
         .with_raw_output_schema(object(json!({
@@ -138,6 +152,11 @@ pub fn base_tools() -> Vec<Tool> {
             "properties": {"count": {"type": "integer"}},
             "required": ["count"]
         }))),
+        Tool::new(
+            "garbage",
+            "Writes a line that is not JSON-RPC to stdout (stdio mode), then answers.",
+            no_params(),
+        ),
     ]
 }
 

@@ -78,6 +78,10 @@ impl DemoUpstream {
     pub fn bump_counter(&self) -> u64 {
         self.shared.counter.fetch_add(1, Ordering::SeqCst) + 1
     }
+
+    pub fn counter(&self) -> u64 {
+        self.shared.counter.load(Ordering::SeqCst)
+    }
 }
 
 impl ServerHandler for DemoUpstream {

@@ -46,9 +46,11 @@ pub async fn call(
             Ok(()) => Ok(toggle_extra(server, context).await),
             Err(error) => Err(error),
         },
-        "counter" => args
+        "counter" => counter(server, &args).await,
+        "peek_counter" => args
             .only(&[])
-            .map(|()| CallToolResult::structured(json!({"count": server.bump_counter()}))),
+            .map(|()| CallToolResult::structured(json!({"count": server.counter()}))),
+        "garbage" => args.only(&[]).map(|()| garbage()),
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
             return Err(ErrorData::invalid_params(
@@ -171,6 +173,28 @@ fn bad_weather(args: &Args<'_>) -> Result<CallToolResult, String> {
         "{SECRET_MARKER}: internal sensor dump, must never reach the caller"
     )));
     Ok(result)
+}
+
+/// Counts first, then waits `delay_ms` (default 0): the effect has happened even when the caller
+/// stops waiting, which is what at-most-once tests need to observe.
+async fn counter(server: &DemoUpstream, args: &Args<'_>) -> Result<CallToolResult, String> {
+    args.only(&["delay_ms"])?;
+    let delay = match args.map.get("delay_ms") {
+        Some(_) => args.uint("delay_ms", SLOW_MAX_MS)?,
+        None => 0,
+    };
+    let count = server.bump_counter();
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    Ok(CallToolResult::structured(json!({"count": count})))
+}
+
+/// Writes a line that is not JSON-RPC onto the protocol stream (stdio only), then answers.
+fn garbage() -> CallToolResult {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(b"this line is not JSON-RPC\n");
+    let _ = out.flush();
+    text("sent a line of garbage before this answer")
 }
 
 fn big(args: &Args<'_>) -> Result<CallToolResult, String> {

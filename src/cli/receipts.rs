@@ -1,0 +1,141 @@
+//! `narrowgate receipts`: list the receipts of past calls, filtered, as a table or JSON. Reads the
+//! database read-only, so it works while the gateway is running.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::config::units::parse_duration;
+use crate::receipts::query::{self, Filter};
+use crate::receipts::{Outcome, Receipt, Settings};
+
+#[derive(clap::Args)]
+pub struct ReceiptsArgs {
+    #[command(flatten)]
+    config: super::ConfigArg,
+    /// Only calls of this exposed tool.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only calls by this caller.
+    #[arg(long)]
+    caller: Option<String>,
+    /// Only calls with this outcome: ok, tool_error, denied, rejected_input, rejected_output,
+    /// rate_limited, timeout, unknown or upstream_error.
+    #[arg(long, value_parser = outcome)]
+    outcome: Option<Outcome>,
+    /// Only calls that arrived within this long before now, e.g. 90s, 15m, 1h, 7d.
+    #[arg(long, value_parser = parse_duration)]
+    since: Option<Duration>,
+    /// Only the most recent N matching calls (default: all).
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Print a JSON array of receipts (one per line) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn outcome(text: &str) -> Result<Outcome, String> {
+    Outcome::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        format!(
+            "`{text}` is not an outcome: use one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Exit status: 0 listed (possibly nothing), 1 the database cannot be read, 2 unusable input.
+pub fn run(args: ReceiptsArgs) -> ExitCode {
+    let config = match Config::load(&args.config.config) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("narrowgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let settings = Settings::of(&config);
+    let filter = Filter {
+        tool: args.tool,
+        caller: args.caller,
+        outcome: args.outcome,
+        since: args.since,
+        limit: args.limit,
+    };
+    let receipts = match query::receipts(&settings.path, &filter) {
+        Ok(receipts) => receipts,
+        Err(e) => {
+            eprintln!("narrowgate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.json {
+        print_json(&receipts);
+    } else {
+        print_table(&receipts, &settings.path);
+    }
+    ExitCode::SUCCESS
+}
+
+/// A JSON array with one receipt per line: one document for `jq`/`json.load`, and still easy to
+/// read or grep line by line.
+fn print_json(receipts: &[Receipt]) {
+    let lines: Vec<String> = receipts
+        .iter()
+        .filter_map(|r| serde_json::to_string(r).ok())
+        .collect();
+    if lines.is_empty() {
+        println!("[]");
+    } else {
+        println!("[\n{}\n]", lines.join(",\n"));
+    }
+}
+
+fn print_table(receipts: &[Receipt], path: &Path) {
+    if receipts.is_empty() {
+        eprintln!("no matching receipts in {}", path.display());
+        return;
+    }
+    let header = [
+        "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "ID",
+    ]
+    .map(String::from);
+    let rows: Vec<[String; 8]> = receipts
+        .iter()
+        .map(|r| {
+            let upstream = match (&r.upstream, &r.upstream_tool) {
+                (Some(u), Some(t)) => format!("{u}/{t}"),
+                _ => "-".to_string(),
+            };
+            let outcome = if r.replayed {
+                format!("{} (replayed)", r.outcome)
+            } else {
+                r.outcome.clone()
+            };
+            [
+                r.time.clone(),
+                r.caller.clone(),
+                r.tool.clone(),
+                upstream,
+                outcome,
+                r.attempts.to_string(),
+                format!("{:.1}", r.duration_ms),
+                r.id.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}

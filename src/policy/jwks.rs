@@ -1,0 +1,219 @@
+//! The issuer's signing keys for [`super::oauth`]: a JSON Web Key Set read from `jwks_file`, or
+//! fetched from `jwks_url` and cached. Only asymmetric signature keys of the accepted algorithms are
+//! kept; an HMAC (`oct`) key in a public key set would let anyone holding the set sign tokens.
+//!
+//! Fetching is careful with the issuer: one fetch at a time, a short pause after a failure, and a
+//! token naming an unknown `kid` (rotation) refetches at most once per [`JWKS_REFETCH_FLOOR`].
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, PublicKeyUse};
+use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey};
+
+/// Keys fetched from `jwks_url` are used this long before they are fetched again.
+pub(super) const JWKS_TTL: Duration = Duration::from_secs(600);
+/// A token with an unknown `kid` triggers a refetch (the issuer may have rotated its keys), but
+/// at most once per this interval, so garbage tokens cannot turn the gateway against the issuer.
+pub const JWKS_REFETCH_FLOOR: Duration = Duration::from_secs(30);
+/// After a failed fetch, requests do not try again before this.
+const JWKS_RETRY_AFTER_FAILURE: Duration = Duration::from_secs(2);
+pub(super) const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+const JWKS_MAX_BYTES: usize = 1 << 20;
+
+/// One verification key of the issuer.
+pub(super) struct Key {
+    pub(super) kid: Option<String>,
+    /// The `alg` the JWK pins, if any: a token must then use exactly it.
+    pub(super) alg: Option<Algorithm>,
+    pub(super) family: AlgorithmFamily,
+    pub(super) key: DecodingKey,
+}
+
+/// The issuer's usable keys at one point in time.
+#[derive(Default)]
+pub(super) struct KeySet {
+    pub(super) keys: Vec<Key>,
+    pub(super) fetched_at: Option<Instant>,
+}
+
+impl KeySet {
+    /// Keeps the signature keys of an asymmetric family we accept; everything else (HMAC `oct`
+    /// keys, encryption keys, unknown key types) is dropped.
+    pub(super) fn parse(bytes: &[u8]) -> Result<KeySet, String> {
+        let set: JwkSet = serde_json::from_slice(bytes)
+            .map_err(|e| format!("not a JSON Web Key Set ({{\"keys\": [...]}}): {e}"))?;
+        let mut keys = Vec::new();
+        for jwk in &set.keys {
+            if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
+                continue;
+            }
+            let family = match &jwk.algorithm {
+                AlgorithmParameters::RSA(_) => AlgorithmFamily::Rsa,
+                AlgorithmParameters::EllipticCurve(_) => AlgorithmFamily::Ec,
+                AlgorithmParameters::OctetKeyPair(_) => AlgorithmFamily::Ed,
+                _ => continue,
+            };
+            let alg = match jwk.common.key_algorithm {
+                Some(a) => match Algorithm::try_from(a) {
+                    Ok(alg) if accepted(alg) => Some(alg),
+                    _ => continue,
+                },
+                None => None,
+            };
+            let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                continue;
+            };
+            keys.push(Key {
+                kid: jwk.common.key_id.clone(),
+                alg,
+                family,
+                key,
+            });
+        }
+        Ok(KeySet {
+            keys,
+            fetched_at: Some(Instant::now()),
+        })
+    }
+
+    /// The keys a token with `kid` and `alg` may be checked against.
+    pub(super) fn candidates(&self, kid: Option<&str>, alg: Algorithm) -> Vec<&Key> {
+        self.keys
+            .iter()
+            .filter(|k| match kid {
+                Some(kid) => k.kid.as_deref() == Some(kid),
+                None => true,
+            })
+            .filter(|k| k.family == alg.family() && k.alg.is_none_or(|a| a == alg))
+            .collect()
+    }
+}
+
+/// Where the keys come from.
+pub(super) enum KeySource {
+    File(KeySet),
+    Url(Arc<RemoteKeys>),
+}
+
+/// Keys fetched from `jwks_url`, cached; at most one fetch runs at a time.
+pub(super) struct RemoteKeys {
+    pub(super) url: String,
+    pub(super) client: reqwest::Client,
+    pub(super) current: RwLock<Arc<KeySet>>,
+    pub(super) fetch: tokio::sync::Mutex<FetchLog>,
+}
+
+#[derive(Default)]
+pub(super) struct FetchLog {
+    generation: u64,
+    failed_at: Option<Instant>,
+    forced_at: Option<Instant>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    Stale,
+    UnknownKid,
+}
+
+impl RemoteKeys {
+    pub(super) fn current(&self) -> Arc<KeySet> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Fetches the key set again unless another request just did, a fetch failed a moment ago,
+    /// or (for an unknown `kid`) the refetch floor has not passed. Failures keep the old keys.
+    pub(super) async fn refresh(&self, seen_generation: u64, why: Why) {
+        let mut log = self.fetch.lock().await;
+        if log.generation != seen_generation {
+            return; // someone else fetched while we waited for the lock
+        }
+        if log
+            .failed_at
+            .is_some_and(|t| t.elapsed() < JWKS_RETRY_AFTER_FAILURE)
+        {
+            return;
+        }
+        if why == Why::UnknownKid {
+            if log
+                .forced_at
+                .is_some_and(|t| t.elapsed() < JWKS_REFETCH_FLOOR)
+            {
+                return;
+            }
+            log.forced_at = Some(Instant::now());
+        }
+        match self.download().await {
+            Ok(keys) if keys.keys.is_empty() => {
+                // Counts as a failure, so requests do not refetch it back to back.
+                tracing::error!(url = %self.url, "the issuer's JWKS holds no RS256, ES256 or EdDSA signature key; every token is refused");
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                log.failed_at = Some(Instant::now());
+            }
+            Ok(keys) => {
+                tracing::info!(url = %self.url, keys = keys.keys.len(), "fetched the issuer's JWKS");
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                log.failed_at = None;
+            }
+            Err(e) => {
+                tracing::error!(url = %self.url, "cannot fetch the issuer's JWKS: {e}; tokens signed by keys not cached yet are refused");
+                log.failed_at = Some(Instant::now());
+            }
+        }
+        log.generation += 1;
+    }
+
+    async fn download(&self) -> Result<KeySet, String> {
+        let response = self
+            .client
+            .get(&self.url)
+            .header("accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        if response
+            .content_length()
+            .is_some_and(|n| n > JWKS_MAX_BYTES as u64)
+        {
+            return Err(format!("the key set is larger than {JWKS_MAX_BYTES} bytes"));
+        }
+        let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+        if bytes.len() > JWKS_MAX_BYTES {
+            return Err(format!("the key set is larger than {JWKS_MAX_BYTES} bytes"));
+        }
+        KeySet::parse(&bytes)
+    }
+
+    pub(super) fn generation(&self) -> u64 {
+        self.fetch.try_lock().map_or(u64::MAX, |log| log.generation)
+    }
+}
+
+/// Loads and parses a `jwks_file` (also used to validate the configuration at load).
+pub fn read_jwks_file(path: &Path) -> Result<usize, String> {
+    load_file(path).map(|set| set.keys.len())
+}
+
+pub(super) fn load_file(path: &Path) -> Result<KeySet, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let set = KeySet::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    if set.keys.is_empty() {
+        return Err(format!(
+            "{} holds no RS256, ES256 or EdDSA signature key",
+            path.display()
+        ));
+    }
+    Ok(set)
+}
+
+pub(super) fn accepted(alg: Algorithm) -> bool {
+    matches!(alg, Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA)
+}

@@ -1,0 +1,93 @@
+//! Reading receipts back, for `narrowgate receipts`. Read-only and WAL-safe: it can run while the
+//! gateway writes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::types::Value as SqlValue;
+
+use super::store::{ReceiptError, open_for_reading};
+use super::{Outcome, Receipt, utc_time_ago};
+
+/// Which receipts to return. Every set field must match.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub tool: Option<String>,
+    pub caller: Option<String>,
+    pub outcome: Option<Outcome>,
+    /// Only receipts of calls that arrived within this long before now.
+    pub since: Option<Duration>,
+    /// Only the most recent N.
+    pub limit: Option<u64>,
+}
+
+/// The receipts in the database at `path` that match `filter`, oldest first (the most recent
+/// `limit` of them, if set).
+pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError> {
+    let connection = open_for_reading(path)?;
+    let mut conditions = Vec::new();
+    let mut values: Vec<SqlValue> = Vec::new();
+    if let Some(tool) = &filter.tool {
+        conditions.push("tool = ?");
+        values.push(SqlValue::Text(tool.clone()));
+    }
+    if let Some(caller) = &filter.caller {
+        conditions.push("caller = ?");
+        values.push(SqlValue::Text(caller.clone()));
+    }
+    if let Some(outcome) = filter.outcome {
+        conditions.push("outcome = ?");
+        values.push(SqlValue::Text(outcome.as_str().to_string()));
+    }
+    if let Some(since) = filter.since {
+        conditions.push("time >= ?");
+        values.push(SqlValue::Text(utc_time_ago(since)));
+    }
+    let mut sql = String::from(
+        "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
+         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments \
+         FROM receipts",
+    );
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
+    }
+    // Newest first to apply the limit, then turned around: output reads like a log.
+    sql.push_str(" ORDER BY time DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        sql.push_str(" LIMIT ?");
+        values.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    }
+    let read_err = |source| ReceiptError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut statement = connection.prepare(&sql).map_err(read_err)?;
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(values), |row| {
+            let arguments: Option<String> = row.get(13)?;
+            Ok(Receipt {
+                id: row.get(0)?,
+                time: row.get(1)?,
+                caller: row.get(2)?,
+                tool: row.get(3)?,
+                upstream: row.get(4)?,
+                upstream_tool: row.get(5)?,
+                contract_digest: row.get(6)?,
+                arguments_digest: row.get(7)?,
+                outcome: row.get(8)?,
+                attempts: row.get(9)?,
+                replayed: row.get(10)?,
+                duration_ms: row.get(11)?,
+                trace_id: row.get(12)?,
+                // Written by the gateway as JSON; anything else is shown as a string.
+                arguments: arguments.map(|text| {
+                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+                }),
+            })
+        })
+        .map_err(read_err)?;
+    let mut receipts = rows.collect::<Result<Vec<_>, _>>().map_err(read_err)?;
+    receipts.reverse();
+    Ok(receipts)
+}

@@ -1,0 +1,468 @@
+//! The operator commands `check`, `init` and `hash-key`, run as the real binary on configurations
+//! written to temporary folders, against the repository's demo upstream and real third-party MCP
+//! servers (`@modelcontextprotocol/server-everything`, `@modelcontextprotocol/server-filesystem`,
+//! and a Python SDK server with tool names that clients cannot use; see `cli/init_round_trip.rs`).
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use common::{demo_upstream_bin, free_port};
+use serde_json::{Value, json};
+
+/// Runs `narrowgate ARGS`, feeding `stdin` when given.
+fn narrowgate(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .args(args)
+        .env_remove("NARROWGATE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start narrowgate");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("narrowgate runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A configuration file and its `contracts/` folder in a temporary directory.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    /// `config` is the YAML after `contracts: contracts`; `contracts` are (file, YAML) pairs.
+    fn new(config: &str, contracts: &[(&str, &str)]) -> Setup {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("contracts")).expect("contracts dir");
+        std::fs::write(
+            dir.path().join("narrowgate.yaml"),
+            format!("contracts: contracts\n{config}"),
+        )
+        .expect("write config");
+        let setup = Setup { dir };
+        for (file, text) in contracts {
+            setup.contract(file, text);
+        }
+        setup
+    }
+
+    fn contract(&self, file: &str, text: &str) {
+        std::fs::write(self.dir.path().join("contracts").join(file), text).expect("write contract");
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("narrowgate.yaml")
+    }
+
+    /// `narrowgate CMD --config FILE EXTRA...`
+    fn run(&self, cmd: &str, extra: &[&str]) -> Output {
+        let config = self.config();
+        let mut args = vec![cmd, "--config", config.to_str().expect("utf-8 path")];
+        args.extend_from_slice(extra);
+        narrowgate(&args, None)
+    }
+
+    /// `check --json`: exit code and the parsed report.
+    fn check_json(&self, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(extra);
+        let out = self.run("check", &args);
+        let report: Value = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| {
+            panic!("check --json is not JSON ({e}): {out:?}");
+        });
+        (out.status.code().expect("exit code"), report)
+    }
+}
+
+fn demo_stdio() -> String {
+    format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n",
+        demo_upstream_bin().display()
+    )
+}
+
+fn tool_row<'a>(report: &'a Value, tool: &str) -> &'a Value {
+    report["tools"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["tool"] == tool))
+        .unwrap_or_else(|| panic!("no row for {tool} in {report:#}"))
+}
+
+/// A weather contract over the demo upstream's `weather` (enum New York, Chicago, Los Angeles).
+fn weather(name: &str, cities: &str, extra: &str) -> String {
+    format!(
+        "upstream: demo\ntools:\n  {name}:\n    upstream_tool: weather\n    privilege: read\n{extra}    input:\n      type: object\n      properties:\n        location: {{ type: string, enum: [{cities}] }}\n      required: [location]\n      additionalProperties: false\n"
+    )
+}
+
+/// Proves: a contract narrower than its upstream passes `check` with exit 0, verdict `narrower`,
+/// and the upstream digest to pin, in the table and in the JSON.
+#[test]
+fn check_accepts_a_narrower_contract() {
+    let setup = Setup::new(&demo_stdio(), &[("w.yaml", &weather("w", "Chicago", ""))]);
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    let row = tool_row(&report, "w");
+    assert_eq!(row["status"], "enabled");
+    assert_eq!(row["narrowing"]["verdict"], "narrower");
+    assert_eq!(row["pin"], "unpinned");
+    assert!(
+        row["upstream_digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:") && d.len() == 71),
+        "{row}"
+    );
+    assert_eq!(report["ok"], true);
+    let table = setup.run("check", &[]);
+    assert_eq!(table.status.code(), Some(0));
+    let text = stdout(&table);
+    assert!(
+        text.contains("narrower") && text.contains("ok: no problems found"),
+        "{text}"
+    );
+}
+
+/// Proves: a contract admitting values the upstream rejects fails `check` with exit 1 and the
+/// schema path where it is wider, both where the schema algebra decides it (a larger enum) and
+/// where only a concrete counterexample shows it (a property the upstream does not accept).
+#[test]
+fn check_names_the_path_where_a_contract_is_wider() {
+    let extra_property = "upstream: demo\ntools:\n  units:\n    upstream_tool: weather\n    input:\n      type: object\n      properties:\n        location: { type: string, enum: [Chicago] }\n        units: { type: string }\n      required: [location]\n      additionalProperties: false\n";
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[
+            ("w.yaml", &weather("w", "Chicago, Paris", "")),
+            ("u.yaml", extra_property),
+        ],
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let row = tool_row(&report, "w");
+    assert_eq!(
+        row["narrowing"],
+        json!({"verdict": "wider", "path": "/properties/location", "reason": null})
+    );
+    assert_eq!(
+        tool_row(&report, "units")["narrowing"]["path"],
+        "/properties/units"
+    );
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains("wider") && problems.contains("/properties/location"),
+        "{problems}"
+    );
+    let table = stdout(&setup.run("check", &[]));
+    assert!(table.contains("WIDER at /properties/location"), "{table}");
+    assert!(table.contains("WIDER at /properties/units"), "{table}");
+}
+
+/// Proves: a contract that admits no argument the upstream accepts is reported `empty`, the tool
+/// disabled, exit 1.
+#[test]
+fn check_reports_an_empty_intersection() {
+    let setup = Setup::new(&demo_stdio(), &[("w.yaml", &weather("w", "Paris", ""))]);
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let row = tool_row(&report, "w");
+    assert_eq!(row["narrowing"]["verdict"], "empty");
+    assert_eq!(row["status"], "disabled");
+    assert!(stdout(&setup.run("check", &[])).contains("EMPTY"));
+}
+
+/// Proves: a contract naming an upstream tool that does not exist, or an upstream that is not
+/// configured, is reported disabled with the reason, exit 1.
+#[test]
+fn check_reports_missing_upstream_tools_and_upstreams() {
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[
+            (
+                "gone.yaml",
+                "upstream: demo\ntools:\n  gone:\n    upstream_tool: no_such_tool\n",
+            ),
+            ("orphan.yaml", "upstream: nowhere\ntools:\n  orphan: {}\n"),
+        ],
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let gone = tool_row(&report, "gone");
+    assert_eq!(gone["status"], "disabled");
+    assert!(
+        gone["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no tool `no_such_tool`")),
+        "{gone}"
+    );
+    let orphan = tool_row(&report, "orphan");
+    assert_eq!(orphan["status"], "disabled");
+    assert!(
+        orphan["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("`nowhere` is not configured")),
+        "{orphan}"
+    );
+    assert_eq!(
+        report["problems"].as_array().map(Vec::len),
+        Some(2),
+        "{report:#}"
+    );
+}
+
+/// Proves: the digest `check` prints, put into `pin`, makes the pin match (exit 0); any other
+/// pin is reported `mismatch` with the tool disabled (exit 1).
+#[test]
+fn check_verifies_pins() {
+    let setup = Setup::new(&demo_stdio(), &[("w.yaml", &weather("w", "Chicago", ""))]);
+    let (_, report) = setup.check_json(&[]);
+    let digest = tool_row(&report, "w")["upstream_digest"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+
+    setup.contract(
+        "w.yaml",
+        &weather("w", "Chicago", &format!("    pin: {digest}\n")),
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(tool_row(&report, "w")["pin"], "matches");
+
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    setup.contract(
+        "w.yaml",
+        &weather("w", "Chicago", &format!("    pin: {wrong}\n")),
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let row = tool_row(&report, "w");
+    assert_eq!(row["pin"], "mismatch");
+    assert_eq!(row["pinned"], wrong.as_str());
+    assert_eq!(row["upstream_digest"], digest.as_str());
+    assert_eq!(row["status"], "disabled");
+    assert!(
+        row["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("pin mismatch")),
+        "{row}"
+    );
+    let table = stdout(&setup.run("check", &[]));
+    assert!(
+        table.contains("mismatch") && table.contains(&digest),
+        "{table}"
+    );
+}
+
+/// Proves: an upstream that cannot be reached is reported down, its tools unavailable, exit 1.
+#[test]
+fn check_reports_an_unreachable_upstream() {
+    let config = format!(
+        "upstreams:\n  far:\n    url: http://127.0.0.1:{}/mcp\n",
+        free_port()
+    );
+    let setup = Setup::new(&config, &[("f.yaml", "upstream: far\ntools:\n  t: {}\n")]);
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(report["upstreams"][0]["state"], "down");
+    assert!(report["upstreams"][0]["reason"].is_string());
+    assert_eq!(tool_row(&report, "t")["status"], "unavailable");
+}
+
+/// Proves: unusable input exits 2 with a message naming the file, the key and what is wrong:
+/// an unknown configuration key, an unknown contract key, an unset `${VAR}`, a missing file.
+#[test]
+fn check_refuses_unusable_input_with_exit_2() {
+    let setup = Setup::new(&format!("listn: 127.0.0.1:1\n{}", demo_stdio()), &[]);
+    let out = setup.run("check", &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("narrowgate.yaml") && err.contains("listn") && err.contains("unknown field"),
+        "{err}"
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 2);
+    assert_eq!(report["ok"], false);
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("listn")),
+        "{report}"
+    );
+
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[(
+            "typo.yaml",
+            "upstream: demo\ntools:\n  t:\n    privlege: read\n",
+        )],
+    );
+    let out = setup.run("check", &["--offline"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("typo.yaml") && err.contains("tools.t") && err.contains("privlege"),
+        "{err}"
+    );
+
+    let setup = Setup::new(
+        "upstreams:\n  w:\n    url: http://127.0.0.1:1/mcp\n    headers: { Authorization: \"Bearer ${NARROWGATE_TEST_UNSET_VAR}\" }\n",
+        &[],
+    );
+    let out = setup.run("check", &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("NARROWGATE_TEST_UNSET_VAR"),
+        "{out:?}"
+    );
+
+    let out = narrowgate(&["check", "--config", "/nonexistent/narrowgate.yaml"], None);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("--config"), "{out:?}");
+}
+
+/// Proves: `--offline` starts no upstream (a stdio upstream that leaves a marker file when
+/// started leaves none) and still checks the files (exit 0); the same configuration online
+/// does start it, so the marker proves something.
+#[test]
+fn check_offline_contacts_no_upstream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("started");
+    let config = format!(
+        "upstreams:\n  probe:\n    command: sh\n    args: [-c, 'touch \"{}\"']\n",
+        marker.display()
+    );
+    let setup = Setup::new(&config, &[("p.yaml", "upstream: probe\ntools:\n  t: {}\n")]);
+    let (code, report) = setup.check_json(&["--offline"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(!marker.exists(), "--offline started the upstream");
+    assert_eq!(report["offline"], true);
+    assert_eq!(report["upstreams"][0]["state"], "not_contacted");
+    assert_eq!(tool_row(&report, "t")["status"], "loaded");
+
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert!(marker.exists(), "online check did not start the upstream");
+}
+
+/// Proves: `--json` is one JSON object whose documented fields are present in every row (null
+/// when not applicable), so CI scripts can rely on them.
+#[test]
+fn check_json_has_stable_fields() {
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[
+            ("w.yaml", &weather("w", "Chicago", "")),
+            ("orphan.yaml", "upstream: nowhere\ntools:\n  orphan: {}\n"),
+        ],
+    );
+    for extra in [&[][..], &["--offline"][..]] {
+        let (_, report) = setup.check_json(extra);
+        for key in [
+            "ok",
+            "offline",
+            "config",
+            "contracts",
+            "problems",
+            "warnings",
+            "upstreams",
+            "tools",
+        ] {
+            assert!(report.get(key).is_some(), "missing {key}: {report:#}");
+        }
+        for row in report["upstreams"].as_array().expect("upstreams") {
+            for key in [
+                "name",
+                "transport",
+                "state",
+                "reason",
+                "tools",
+                "without_contract",
+            ] {
+                assert!(row.get(key).is_some(), "upstream row lacks {key}: {row}");
+            }
+        }
+        let rows = report["tools"].as_array().expect("tools");
+        assert_eq!(rows.len(), 2);
+        for row in rows {
+            for key in [
+                "tool",
+                "upstream",
+                "upstream_tool",
+                "file",
+                "status",
+                "reason",
+                "narrowing",
+                "pin",
+                "pinned",
+                "upstream_digest",
+            ] {
+                assert!(row.get(key).is_some(), "tool row lacks {key}: {row}");
+            }
+        }
+    }
+}
+
+/// Proves: `hash-key KEY` and `hash-key` with the key on stdin (trailing newline stripped) both
+/// print sha256 of the key; an empty key is refused.
+#[test]
+fn hash_key_takes_the_key_as_argument_or_on_stdin() {
+    const FOO: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+    let out = narrowgate(&["hash-key", "foo"], None);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out), format!("{FOO}\n"));
+    for input in ["foo\n", "foo"] {
+        let out = narrowgate(&["hash-key"], Some(input));
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(stdout(&out).trim(), FOO, "stdin {input:?}");
+    }
+    let out = narrowgate(&["hash-key"], Some("\n"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// Proves: every command's `--help` shows an example.
+#[test]
+fn every_command_has_help_with_an_example() {
+    for cmd in ["serve", "check", "init", "hash-key"] {
+        let out = narrowgate(&[cmd, "--help"], None);
+        assert!(out.status.success(), "{cmd}: {out:?}");
+        let text = stdout(&out);
+        assert!(
+            text.contains("Example") && text.contains(&format!("narrowgate {cmd}")),
+            "{cmd} --help has no example:\n{text}"
+        );
+    }
+}
+
+/// Proves: `init` for an unknown upstream exits 2 naming the configured ones; for an upstream
+/// that cannot start, exits 1 saying which entry to check.
+#[test]
+fn init_explains_a_wrong_upstream() {
+    let config = format!(
+        "{}  broken:\n    command: /nonexistent/mcp-server\n",
+        demo_stdio()
+    );
+    let setup = Setup::new(&config, &[]);
+    let out = setup.run("init", &["--upstream", "nope"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("broken, demo"), "{out:?}");
+    let out = setup.run("init", &["--upstream", "broken"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("upstreams.broken"), "{out:?}");
+}
+
+#[path = "cli/init_round_trip.rs"]
+mod init_round_trip;

@@ -1,0 +1,257 @@
+//! Execution semantics (SPEC §4.8–9) against the demo upstream injecting faults on demand:
+//! timeouts, retries of idempotent tools only, at-most-once for the others, dedupe, invalid
+//! JSON-RPC from an upstream, and tool-list changes under load.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Gateway, KEY, demo_upstream_bin, hash_key};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+fn config() -> String {
+    format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
+        demo_upstream_bin().display(),
+        hash_key(KEY)
+    )
+}
+
+const CONTRACT: &str = r#"upstream: demo
+tools:
+  slow_read:
+    upstream_tool: slow
+    privilege: read
+    timeout: 300ms
+    retries: 2
+    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
+  slow_once:
+    upstream_tool: slow
+    privilege: read
+    timeout: 300ms
+    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
+  count_slowly:
+    upstream_tool: counter
+    privilege: write
+    timeout: 300ms
+    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
+  count_once:
+    upstream_tool: counter
+    privilege: write
+    dedupe: 60s
+    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
+  peek_counter:
+    privilege: read
+  garbage:
+    privilege: read
+  echo:
+    privilege: read
+    input: { type: object, properties: { message: { type: string } }, required: [message] }
+  toggle_extra:
+    privilege: write
+"#;
+
+fn start() -> Gateway {
+    Gateway::start(&config(), &[("demo.yaml", CONTRACT)])
+}
+
+async fn client(url: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(KEY);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects")
+}
+
+async fn call(c: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    c.call_tool(params).await.expect("the gateway answers")
+}
+
+fn text(r: &CallToolResult) -> String {
+    common::result_text(&serde_json::to_value(r).expect("json"))
+}
+
+async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
+    let r = call(c, "peek_counter", json!({})).await;
+    r.structured_content
+        .and_then(|s| s["count"].as_u64())
+        .expect("peek_counter answers a count")
+}
+
+/// Proves: an idempotent tool is retried on timeout, `retries` times at most (3 attempts of
+/// 300 ms take at least 900 ms), and a tool without retries is tried once; neither outlives its
+/// timeouts by more than a small margin.
+#[tokio::test]
+async fn idempotent_tools_are_retried_on_timeout_within_bounds() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let started = Instant::now();
+    let r = call(&c, "slow_read", json!({"ms": 5000})).await;
+    let took = started.elapsed();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(text(&r).contains("did not answer within"), "{r:?}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "3 attempts of 300 ms took only {took:?}"
+    );
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+
+    let started = Instant::now();
+    let r = call(&c, "slow_once", json!({"ms": 5000})).await;
+    let took = started.elapsed();
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        took < Duration::from_millis(800),
+        "one attempt of 300 ms took {took:?}"
+    );
+}
+
+/// Proves: a non-idempotent call that timed out after being sent is reported as of unknown
+/// effect and never retried: the upstream ran it exactly once.
+#[tokio::test]
+async fn a_timed_out_write_is_unknown_and_never_retried() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let before = counter(&c).await;
+    let r = call(&c, "count_slowly", json!({"delay_ms": 1500})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text(&r).contains("may or may not have taken effect"),
+        "{r:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(
+        counter(&c).await,
+        before + 1,
+        "the write ran more or less than once"
+    );
+}
+
+/// Proves: an upstream that writes a line that is not JSON-RPC does not take the gateway down:
+/// the call is answered, and later calls still work.
+#[tokio::test]
+async fn invalid_json_rpc_from_an_upstream_is_survived() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let started = Instant::now();
+    let _ = call(&c, "garbage", json!({})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(31),
+        "answered within the default timeout"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = call(&c, "echo", json!({"message": "still here"})).await;
+        if r.is_error != Some(true) {
+            assert!(text(&r).contains("still here"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gateway did not recover: {r:?}\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Proves: while the upstream's tool list changes repeatedly, calls of a tool that stays
+/// published never fail.
+#[tokio::test]
+async fn calls_survive_tool_list_changes_under_load() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let load = {
+        let url = gw.url.clone();
+        tokio::spawn(async move {
+            let c = client(&url).await;
+            let mut failures = Vec::new();
+            for i in 0..200 {
+                let r = call(&c, "echo", json!({"message": format!("m{i}")})).await;
+                if r.is_error == Some(true) {
+                    failures.push(text(&r));
+                }
+            }
+            failures
+        })
+    };
+    for _ in 0..10 {
+        let _ = call(&c, "toggle_extra", json!({})).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failures = load.await.expect("load task");
+    assert!(
+        failures.is_empty(),
+        "{} calls failed: {:?}",
+        failures.len(),
+        failures.first()
+    );
+}
+
+/// Proves: with `dedupe`, an identical call inside the window is answered from the record, marked
+/// `_meta.narrowgate/replayed`, without reaching the upstream; different arguments run.
+#[tokio::test]
+async fn dedupe_replays_an_identical_call_instead_of_running_it_again() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let before = counter(&c).await;
+    let first = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    assert_ne!(first.is_error, Some(true), "{first:?}");
+    assert!(
+        first.meta.is_none()
+            || first
+                .meta
+                .as_ref()
+                .is_some_and(|m| m.0.get("narrowgate/replayed").is_none())
+    );
+    let second = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    assert_eq!(second.structured_content, first.structured_content);
+    let meta = second.meta.as_ref().expect("replayed result carries _meta");
+    assert_eq!(meta.0.get("narrowgate/replayed"), Some(&json!(true)));
+    assert_eq!(
+        counter(&c).await,
+        before + 1,
+        "the repeat reached the upstream"
+    );
+    let other = call(&c, "count_once", json!({"delay_ms": 2})).await;
+    assert_ne!(other.structured_content, first.structured_content);
+    assert_eq!(counter(&c).await, before + 2);
+}
+
+/// Proves: duplicates that arrive while the first identical call is in flight wait for it and
+/// share its result: the upstream runs once.
+#[tokio::test]
+async fn duplicates_in_flight_wait_for_the_first() {
+    let gw = start();
+    let c = client(&gw.url).await;
+    let before = counter(&c).await;
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let url = gw.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = client(&url).await;
+            call(&c, "count_once", json!({"delay_ms": 400})).await
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.expect("task"));
+    }
+    let first = results[0].structured_content.clone();
+    assert!(first.is_some(), "{:?}", results[0]);
+    assert!(
+        results.iter().all(|r| r.structured_content == first),
+        "{results:?}"
+    );
+    assert_eq!(
+        counter(&c).await,
+        before + 1,
+        "the upstream ran more than once"
+    );
+}

@@ -1,0 +1,624 @@
+//! The gateway between real third-party MCP peers: upstreams `@modelcontextprotocol/server-everything`
+//! (Streamable HTTP), `mcp-server-time` and `@modelcontextprotocol/server-filesystem` (stdio), and
+//! clients the official Python SDKs (`mcp` 2.3.0 in both handshake modes, `mcp` 1.30.0) and the MCP
+//! Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
+//! fails the test with a pointer to that script.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::peers::{mcp_server_time, node_bin, py_client_script, py1_python, py2_python};
+use common::{Gateway, KEY, Raw, free_port, hash_key, result_text};
+use serde_json::{Value, json};
+
+/// Bounds every client run: a hung peer fails the test instead of hanging it.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(90);
+
+fn callers() -> String {
+    format!(
+        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
+        hash_key(KEY)
+    )
+}
+
+/// What a finished child process left behind.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    /// stdout as one JSON value, else a panic showing both streams.
+    fn json(&self) -> Value {
+        let parsed = serde_json::from_str(self.stdout.trim());
+        parsed.unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e}): {}\n{}", self.stdout, self.stderr)
+        })
+    }
+}
+
+/// Runs `cmd` to completion (stdin closed), killing it and panicking after `within`.
+fn run(cmd: &mut Command, within: Duration) -> Ran {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let ran = Ran {
+        code: status.and_then(|s| s.code()),
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    assert!(
+        status.is_some(),
+        "{what} did not finish within {within:?}\nstdout: {}\nstderr: {}",
+        ran.stdout,
+        ran.stderr
+    );
+    ran
+}
+
+/// Reads a child's pipe to the end on a thread, so a chatty child never blocks on a full pipe.
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// One of the Python SDK drivers in `tests/clients/`, run against `url`.
+#[derive(Clone, Copy)]
+enum PyClient {
+    /// `mcp` 2.3.0; the mode is `auto` (2026-07-28 `server/discover` first) or `legacy`.
+    V2(&'static str),
+    /// `mcp` 1.30.0 (always `initialize` at 2025-11-25).
+    V1,
+}
+
+impl PyClient {
+    /// Runs `steps` (see the drivers' docstrings) with `key` (`-`: no Authorization header).
+    fn run(self, url: &str, key: &str, steps: &Value) -> Value {
+        let (python, script, mode) = match self {
+            PyClient::V2(mode) => (py2_python(), py_client_script("py2_client.py"), mode),
+            PyClient::V1 => (py1_python(), py_client_script("py1_client.py"), "legacy"),
+        };
+        let ran = run(
+            Command::new(python)
+                .arg(script)
+                .args([url, key, mode, &steps.to_string()])
+                .env("PY_CLIENT_TIMEOUT", "20"),
+            CLIENT_DEADLINE,
+        );
+        assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
+        ran.json()
+    }
+}
+
+/// `@modelcontextprotocol/server-everything` serving Streamable HTTP on a free port, killed on drop.
+struct Everything {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Everything {
+    /// Starts it and waits until it listens (retrying on another port if it lost a port race).
+    fn start() -> Everything {
+        let bin = node_bin("mcp-server-everything");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut logs = String::new();
+        for attempt in 0..3 {
+            let port = free_port();
+            let log_path = dir.path().join(format!("everything-{attempt}.log"));
+            let log = std::fs::File::create(&log_path).expect("log file");
+            let mut child = Command::new(&bin)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .current_dir(dir.path())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log handle"))
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let listening = log.contains(&format!("listening on port {port}"))
+                    && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                if listening {
+                    return Everything {
+                        child,
+                        url: format!("http://127.0.0.1:{port}/mcp"),
+                        _dir: dir,
+                    };
+                }
+                let exited = child.try_wait().ok().flatten().is_some();
+                if exited || Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    logs.push_str(&format!("attempt {attempt} (port {port}):\n{log}\n"));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("mcp-server-everything did not start listening:\n{logs}");
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn weather_input() -> Value {
+    json!({"type": "object",
+        "properties": {"location": {"type": "string", "enum": ["Chicago", "New York"], "description": "City name"}},
+        "required": ["location"], "additionalProperties": false})
+}
+
+fn weather_output() -> Value {
+    json!({"type": "object",
+        "properties": {
+            "temperature": {"type": "number", "minimum": -60, "maximum": 60},
+            "conditions": {"type": "string", "maxLength": 64},
+            "humidity": {"type": "number", "minimum": 0, "maximum": 100}},
+        "required": ["temperature", "conditions", "humidity"], "additionalProperties": false})
+}
+
+fn add_input() -> Value {
+    let bounded = json!({"type": "number", "minimum": -1000, "maximum": 1000});
+    json!({"type": "object", "properties": {"a": bounded, "b": bounded},
+        "required": ["a", "b"], "additionalProperties": false})
+}
+
+/// The server-everything gateway: `get-structured-content` as `get_weather`, `get-sum` as `add`;
+/// the upstream's other tools (echo, get-env, ...) have no contract. Schemas are written as JSON,
+/// which is YAML too.
+fn start_everything_gateway() -> (Everything, Gateway) {
+    let upstream = Everything::start();
+    let config = format!(
+        "upstreams:\n  everything:\n    url: {}\n{}",
+        upstream.url,
+        callers()
+    );
+    let contract = format!(
+        "upstream: everything\ntools:\n  get_weather:\n    upstream_tool: get-structured-content\n    \
+         description: Current weather for Chicago or New York.\n    privilege: read\n    \
+         input: {}\n    output: {}\n  add:\n    upstream_tool: get-sum\n    \
+         description: Add two numbers between -1000 and 1000.\n    privilege: read\n    input: {}\n",
+        weather_input(),
+        weather_output(),
+        add_input()
+    );
+    let gw = Gateway::start(&config, &[("everything.yaml", contract.as_str())]);
+    wait_joined(&gw, "everything", &["get_weather", "add"]);
+    (upstream, gw)
+}
+
+/// Waits until `upstream` is up and the catalog has joined its tool list with `tools`' contracts:
+/// /readyz can answer 200 a moment before the catalog rebuild that follows the upstream's listing.
+fn wait_joined(gw: &Gateway, upstream: &str, tools: &[&str]) {
+    gw.wait_for(
+        Duration::from_secs(30),
+        "the upstream's tools joined",
+        |r| {
+            let joined = tools
+                .iter()
+                .all(|t| r["tools"][t]["state"] != "unavailable");
+            r["upstreams"][upstream]["state"] == "up" && joined
+        },
+    );
+}
+
+/// The tool named `name` in a driver's `{"tools": [...]}` step result.
+fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == name))
+        .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tool list: {list}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Asserts a driver's call result is a tool error naming `path` and `rule` but not `hidden`.
+fn assert_rejected(result: &Value, path: &str, rule: &str, hidden: &str) {
+    let text = result["content"].to_string();
+    assert_eq!(result["is_error"], true, "not rejected: {result}");
+    assert!(text.contains(path) && text.contains(rule), "{result}");
+    assert!(!text.contains(hidden), "the value is echoed: {text}");
+    assert!(result["structured_content"].is_null(), "{result}");
+}
+
+/// Asserts a driver's step failed with JSON-RPC -32602 `Unknown tool: NAME`.
+fn assert_unknown(result: &Value, name: &str) {
+    let expected = json!({"code": -32602, "message": format!("Unknown tool: {name}")});
+    assert_eq!(result["error"], expected, "{result}");
+}
+
+/// One Python SDK client against gateway → server-everything: the list holds only the contracted
+/// tools with the contract's schemas, in-contract calls return the upstream's structured result,
+/// out-of-contract calls and unknown tools are refused without ending the session, and a client
+/// without (or with a wrong) API key cannot connect (HTTP 401).
+fn python_client_through_gateway(client: PyClient, expected_version: &str) {
+    let (_upstream, gw) = start_everything_gateway();
+    let steps = json!([
+        {"op": "list"},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Chicago"}},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Los Angeles"}},
+        {"op": "call", "name": "add", "arguments": {"a": 5000, "b": 1}},
+        {"op": "call", "name": "echo", "arguments": {"message": "hi"}},
+        {"op": "call", "name": "get-structured-content", "arguments": {"location": "Chicago"}},
+        {"op": "call", "name": "add", "arguments": {"a": 2, "b": 40}},
+    ]);
+    let out = client.run(&gw.url, KEY, &steps);
+    let log = || gw.log();
+    assert_eq!(out["protocol_version"], expected_version, "{out}");
+    assert!(out.get("aborted").is_none(), "{out}\n{}", log());
+    let r = &out["results"];
+
+    assert_eq!(names(&r[0]), ["add", "get_weather"], "{}", r[0]);
+    let weather = tool(&r[0], "get_weather");
+    assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
+    assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
+    let description = "Current weather for Chicago or New York.";
+    assert_eq!(weather["description"], description, "{weather}");
+    assert_eq!(tool(&r[0], "add")["inputSchema"], add_input());
+
+    assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], log());
+    let chicago = json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82});
+    assert_eq!(r[1]["structured_content"], chicago, "{}", r[1]);
+    // server-everything itself accepts Los Angeles: the refusal is the gateway's.
+    assert_rejected(&r[2], "/location", "enum", "Los Angeles");
+    assert_rejected(&r[3], "/a", "maximum", "5000");
+    assert_unknown(&r[4], "echo");
+    assert_unknown(&r[5], "get-structured-content");
+    // The session survived the refusals (mcp 1.x would abort on an HTTP 4xx).
+    assert_eq!(r[6]["is_error"], false, "{}", r[6]);
+    assert!(r[6]["content"].to_string().contains("42"), "{}", r[6]);
+
+    for key in ["-", "wrong-key"] {
+        let refused = client.run(&gw.url, key, &json!([{"op": "list"}]));
+        assert_eq!(refused["http_status"], 401, "key {key}: {refused}");
+        assert!(refused["connect_error"].is_string(), "{refused}");
+        assert!(refused.get("results").is_none(), "{refused}");
+    }
+}
+
+/// Proves: the Python SDK `mcp` 2.3.0 in its default `auto` mode negotiates MCP 2026-07-28 with the
+/// gateway (stateless `server/discover`), lists and calls server-everything's tools only as the
+/// contract allows, gets -32602 for unknown tools without losing the connection, and gets 401
+/// without an API key.
+#[test]
+fn python_sdk_2_auto_mode_speaks_2026_through_the_gateway() {
+    python_client_through_gateway(PyClient::V2("auto"), "2026-07-28");
+}
+
+/// Proves: the same holds for `mcp` 2.3.0 with the legacy `initialize` handshake (2025-11-25, sessions).
+#[test]
+fn python_sdk_2_legacy_mode_works_through_the_gateway() {
+    python_client_through_gateway(PyClient::V2("legacy"), "2025-11-25");
+}
+
+/// Proves: the same holds for `mcp` 1.30.0, which ends its session on any HTTP 4xx: the gateway
+/// answers refused calls and unknown tools with HTTP 200, so its session survives them.
+#[test]
+fn python_sdk_1_works_through_the_gateway() {
+    python_client_through_gateway(PyClient::V1, "2025-11-25");
+}
+
+/// A stateless MCP 2026-07-28 `tools/call` (no session; per-request `_meta` and SEP-2243 headers).
+async fn stateless_call(raw: &Raw, name: &str, arguments: Value) -> common::Reply {
+    let auth = format!("Bearer {KEY}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", name),
+    ];
+    raw.post(&headers, &body.to_string()).await
+}
+
+/// Proves: server-everything's draft-07 schemas narrow to "proven narrower" in /readyz; its tools
+/// without a contract, and contracted tools under their upstream names, answer -32602 `Unknown
+/// tool` both in a 2025-11-25 session and in a stateless 2026-07-28 request (HTTP 200 there too).
+#[tokio::test]
+async fn server_everything_is_narrowed_and_its_other_tools_are_invisible() {
+    let (_upstream, gw) = start_everything_gateway();
+    let ready = gw.readyz();
+    for name in ["get_weather", "add"] {
+        let tool = &ready["tools"][name];
+        let verdict = tool["state"] == "enabled" && tool["narrowing"] == "proven narrower";
+        assert!(verdict, "{name}: {ready}");
+    }
+    let count = ready["upstreams"]["everything"]["tools"].as_u64();
+    assert!(count >= Some(13), "{ready}");
+
+    let raw = Raw::new(&gw.url);
+    let session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let listed = raw
+        .request(Some(KEY), &session, "2025-11-25", "tools/list", json!({}))
+        .await
+        .message();
+    assert_eq!(names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    // Uncontracted tools, contracted ones under their upstream names, and a name nobody has.
+    for name in "echo get-env get-sum get-structured-content nope".split(' ') {
+        let params = json!({"name": name, "arguments": {}});
+        let in_session = raw
+            .request(Some(KEY), &session, "2025-11-25", "tools/call", params)
+            .await;
+        let stateless = stateless_call(&raw, name, json!({})).await;
+        let sessionless = stateless.header("mcp-session-id").is_none();
+        assert!(sessionless, "{stateless:?}");
+        for reply in [in_session, stateless] {
+            assert_eq!(reply.status, 200, "{name}: {reply:?}");
+            assert_unknown(&reply.message(), name);
+        }
+    }
+    let reply = stateless_call(&raw, "add", json!({"a": 2, "b": 40})).await;
+    let result = &reply.message()["result"];
+    assert_ne!(result["isError"], true, "{reply:?}\n{}", gw.log());
+    // 2026-07-28 results carry resultType; the Python SDK 2.x refuses results without it.
+    assert_eq!(result["resultType"], "complete", "{reply:?}");
+    assert!(result_text(result).contains("42"), "{reply:?}");
+}
+
+/// Proves: the MCP Inspector CLI (v2.12) lists and calls the gateway's tools with an API key in
+/// `--header`: only contracted tools with the contract's schemas; results come back structured;
+/// a refused call exits as a tool error; without or with a wrong key it fails with auth_required.
+#[test]
+fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
+    let (_upstream, gw) = start_everything_gateway();
+    // Its own HOME: the Inspector keeps a catalog and OAuth state under ~/.mcp-inspector.
+    let home = tempfile::tempdir().expect("tempdir");
+    let inspector = |args: &[&str], auth: Option<&str>| {
+        let mut cmd = Command::new(node_bin("mcp-inspector"));
+        cmd.env("HOME", home.path())
+            .args(["--cli", &gw.url, "--format", "json", "--stored-auth-only"])
+            .args(args);
+        if let Some(auth) = auth {
+            cmd.args(["--header", &format!("Authorization: Bearer {auth}")]);
+        }
+        run(&mut cmd, CLIENT_DEADLINE)
+    };
+
+    let listed = inspector(&["--method", "tools/list"], Some(KEY));
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let listed = listed.json();
+    assert_eq!(names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    let weather = tool(&listed["result"], "get_weather");
+    assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
+    assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
+
+    let call = |tool: &str, extra: &[&str]| {
+        let args = [&["--method", "tools/call", "--tool-name", tool], extra].concat();
+        inspector(&args, Some(KEY))
+    };
+    // Without --tool-arg the required location is missing: the contract refuses the call.
+    let bare = call("get_weather", &[]);
+    assert_eq!(bare.code, Some(5), "{}", bare.stderr);
+    assert!(bare.stdout.contains("required"), "{}", bare.stdout);
+
+    let new_york = call("get_weather", &["--tool-arg", "location=New York"]);
+    assert_eq!(new_york.code, Some(0), "{}\n{}", new_york.stderr, gw.log());
+    let result = &new_york.json()["result"];
+    let expected = json!({"temperature": 33, "conditions": "Cloudy", "humidity": 82});
+    assert_eq!(result["structuredContent"], expected, "{result}");
+
+    let sum = call("add", &["--tool-args-json", r#"{"a":2,"b":40}"#]);
+    assert_eq!(sum.code, Some(0), "{}", sum.stderr);
+    let text = result_text(&sum.json()["result"]);
+    assert!(text.contains("42"), "{}", sum.stdout);
+
+    let refused = call("get_weather", &["--tool-arg", "location=Los Angeles"]);
+    assert_eq!(refused.code, Some(5), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("tool_is_error"),
+        "{}",
+        refused.stderr
+    );
+    let text = result_text(&refused.json()["result"]);
+    let named = text.contains("/location") && text.contains("enum");
+    assert!(named && !text.contains("Los Angeles"), "{text}");
+
+    for auth in [None, Some("wrong-key")] {
+        let denied = inspector(&["--method", "tools/list"], auth);
+        assert_eq!(denied.code, Some(3), "{auth:?}: {}", denied.stderr);
+        assert!(denied.stderr.contains("auth_required"), "{}", denied.stderr);
+    }
+}
+
+/// The JSON Schema `pattern` (ECMA-262 regex) matching `text` literally.
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\^$.|?*+()[]{}/".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// Proves: over stdio, `mcp-server-time` is narrowed to a timezone enum: an allowed timezone
+/// returns its real structured result (valid against the contract's output schema, checked by the
+/// gateway and again by the Python SDK); another is refused without being echoed; a contract whose
+/// output schema the real result violates gets a tool error carrying none of it; the upstream's
+/// uncontracted `convert_time` is unknown.
+#[test]
+fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
+    let config = format!(
+        "upstreams:\n  time:\n    command: {}\n    args: [--local-timezone, UTC]\n{}",
+        mcp_server_time().display(),
+        callers()
+    );
+    let output = |timezone: Value| {
+        json!({"type": "object", "properties": {
+            "timezone": timezone,
+            "datetime": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+[+-][0-9]{2}:[0-9]{2}$"},
+            "day_of_week": {"enum": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]},
+            "is_dst": {"type": "boolean"}},
+            "required": ["timezone", "datetime", "day_of_week", "is_dst"], "additionalProperties": false})
+    };
+    let zones = |zones: Value| {
+        json!({"type": "object", "properties": {"timezone": {"type": "string", "enum": zones}},
+            "required": ["timezone"], "additionalProperties": false})
+    };
+    let contract = format!(
+        "upstream: time\ntools:\n  get_current_time:\n    privilege: read\n    input: {}\n    output: {}\n  \
+         utc_time_mislabeled:\n    upstream_tool: get_current_time\n    privilege: read\n    input: {}\n    output: {}\n",
+        zones(json!(["UTC", "Europe/Paris"])),
+        output(json!({"enum": ["UTC", "Europe/Paris"]})),
+        zones(json!(["UTC"])),
+        output(json!({"const": "Europe/Paris"})),
+    );
+    let gw = Gateway::start(&config, &[("time.yaml", contract.as_str())]);
+    wait_joined(&gw, "time", &["get_current_time", "utc_time_mislabeled"]);
+    let ready = gw.readyz();
+    let verdict = &ready["tools"]["get_current_time"]["narrowing"];
+    assert_eq!(verdict, "proven narrower", "{ready}");
+
+    let call = |name: &str, timezone: &str| json!({"op": "call", "name": name, "arguments": {"timezone": timezone}});
+    let steps = json!([
+        {"op": "list"},
+        call("get_current_time", "Europe/Paris"),
+        call("get_current_time", "UTC"),
+        call("get_current_time", "America/New_York"),
+        call("utc_time_mislabeled", "UTC"),
+        {"op": "call", "name": "convert_time", "arguments": {}},
+    ]);
+    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
+    assert!(out.get("aborted").is_none(), "{out}");
+    let r = &out["results"];
+    assert_eq!(names(&r[0]), ["get_current_time", "utc_time_mislabeled"]);
+    for (i, zone) in [(1, "Europe/Paris"), (2, "UTC")] {
+        assert_eq!(r[i]["is_error"], false, "{}\n{}", r[i], gw.log());
+        let s = &r[i]["structured_content"];
+        assert_eq!(s["timezone"], zone, "{s}");
+        assert!(s["datetime"].is_string() && s["is_dst"].is_boolean(), "{s}");
+    }
+    assert_rejected(&r[3], "/timezone", "enum", "America/New_York");
+    let datetime = r[2]["structured_content"]["datetime"]
+        .as_str()
+        .unwrap_or("");
+    assert_rejected(&r[4], "/timezone", "const", &datetime[..10]);
+    assert_unknown(&r[5], "convert_time");
+}
+
+/// Proves: over stdio, `server-filesystem` rooted at a temporary folder is reachable only through
+/// `read_text_file` narrowed by a `pattern` to the folder's `public/` files: such a file is read
+/// (structured result), while `private/secret.txt` and a `public/../` escape are refused by the
+/// gateway, never echoed and never read, although the upstream itself would serve them (the
+/// unconstrained control contract `read_any` reads the secret); its other tools are unknown.
+#[test]
+fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
+    const SECRET: &str = "PRIVATE-SECRET-CONTENT";
+    let root_dir = tempfile::tempdir().expect("tempdir");
+    // The server resolves its root with realpath: use the same spelling in the pattern.
+    let root: PathBuf = std::fs::canonicalize(root_dir.path()).expect("canonical root");
+    for (dir, file, text) in [
+        ("public", "note.txt", "public note\n"),
+        ("private", "secret.txt", SECRET),
+    ] {
+        std::fs::create_dir(root.join(dir)).expect("mkdir");
+        std::fs::write(root.join(dir).join(file), text).expect("write");
+    }
+    let at = |rel: &str| root.join(rel).display().to_string();
+    let root_text = root.display().to_string();
+    let pattern = format!("^{}/public/[A-Za-z0-9_-]+\\.txt$", regex_escape(&root_text));
+    let config = format!(
+        "upstreams:\n  files:\n    command: {}\n    args: [{}]\n{}",
+        node_bin("mcp-server-filesystem").display(),
+        json!(root_text),
+        callers()
+    );
+    let read_input = |path: Value| {
+        json!({"type": "object", "properties": {"path": path},
+            "required": ["path"], "additionalProperties": false})
+    };
+    let output = json!({"type": "object", "properties": {"content": {"type": "string", "maxLength": 4096}},
+        "required": ["content"]});
+    let public_input = read_input(
+        json!({"type": "string", "pattern": pattern, "description": "A file in public/"}),
+    );
+    let contract = format!(
+        "upstream: files\ntools:\n  read_text_file:\n    privilege: read\n    input: {}\n    output: {output}\n  \
+         read_any:\n    upstream_tool: read_text_file\n    privilege: read\n    input: {}\n",
+        public_input,
+        read_input(json!({"type": "string"})),
+    );
+    let gw = Gateway::start(&config, &[("files.yaml", contract.as_str())]);
+    wait_joined(&gw, "files", &["read_text_file", "read_any"]);
+    let ready = gw.readyz();
+    let verdict = &ready["tools"]["read_text_file"]["narrowing"];
+    assert_eq!(verdict, "proven narrower", "{ready}");
+
+    let read =
+        |name: &str, path: String| json!({"op": "call", "name": name, "arguments": {"path": path}});
+    let steps = json!([
+        {"op": "list"},
+        read("read_text_file", at("public/note.txt")),
+        read("read_text_file", at("private/secret.txt")),
+        read("read_text_file", at("public/../private/secret.txt")),
+        read("read_any", at("private/secret.txt")),
+        {"op": "call", "name": "write_file", "arguments": {"path": at("public/x.txt"), "content": "x"}},
+        {"op": "call", "name": "list_directory", "arguments": {"path": root_text}},
+    ]);
+    let out = PyClient::V2("legacy").run(&gw.url, KEY, &steps);
+    assert!(out.get("aborted").is_none(), "{out}");
+    let r = &out["results"];
+    assert_eq!(names(&r[0]), ["read_any", "read_text_file"], "{}", r[0]);
+    assert_eq!(tool(&r[0], "read_text_file")["inputSchema"], public_input);
+
+    assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], gw.log());
+    assert_eq!(
+        r[1]["structured_content"],
+        json!({"content": "public note\n"})
+    );
+    for escape in [&r[2], &r[3]] {
+        assert_rejected(escape, "/path", "pattern", "private");
+        assert!(!escape.to_string().contains(SECRET), "{escape}");
+    }
+    // Control: the upstream serves the secret when the contract lets the call through.
+    assert_eq!(r[4]["is_error"], false, "{}", r[4]);
+    assert!(r[4].to_string().contains(SECRET), "{}", r[4]);
+    assert_unknown(&r[5], "write_file");
+    assert_unknown(&r[6], "list_directory");
+    assert!(!Path::new(&at("public/x.txt")).exists(), "write_file ran");
+}

@@ -1,0 +1,585 @@
+//! Receipts (SPEC §4.11) and `narrowgate receipts` (SPEC §6) against the real binary and the
+//! demo upstream over stdio: one receipt per call for every outcome, durability under SIGKILL,
+//! redaction, retention, and the command's filters.
+//!
+//! `rate_limited` is not produced here yet: add a case once rate limits are enforced.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Gateway, KEY, Raw, demo_upstream_bin, hash_key};
+use narrowgate::contract::ContractSet;
+use narrowgate::contract::digest::sha256_of;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const BOB: &str = "test-key-bob";
+const CAROL: &str = "test-key-carol";
+
+/// alice may call everything, bob only `echo`, carol only `fail`.
+fn config(extra: &str) -> String {
+    format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n\
+         callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n\
+         \x20 - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n\
+         \x20 - name: carol\n    api_key_sha256: {}\n    tools: [fail]\n{extra}",
+        demo_upstream_bin().display(),
+        hash_key(KEY),
+        hash_key(BOB),
+        hash_key(CAROL),
+    )
+}
+
+const CONTRACT: &str = r#"upstream: demo
+tools:
+  echo:
+    privilege: read
+    input:
+      type: object
+      properties:
+        message: { type: string, maxLength: 20 }
+        token: { type: string }
+      required: [message]
+      additionalProperties: false
+    redact: [/token]
+  fail:
+    privilege: read
+  bad_weather:
+    privilege: read
+    input:
+      type: object
+      properties: { location: { type: string, enum: [Chicago] } }
+      required: [location]
+    output:
+      type: object
+      properties:
+        temperature: { type: number, minimum: -60, maximum: 60 }
+        conditions: { type: string }
+      required: [temperature, conditions]
+  slow:
+    privilege: read
+    timeout: 300ms
+    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
+  slow_write:
+    upstream_tool: slow
+    privilege: write
+    timeout: 300ms
+    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
+  crash:
+    privilege: read
+"#;
+
+fn start(extra: &str) -> Gateway {
+    Gateway::start(&config(extra), &[("demo.yaml", CONTRACT)])
+}
+
+async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("rmcp client connects through the gateway")
+}
+
+async fn call(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    c.call_tool(params).await.map_err(|e| e.to_string())
+}
+
+/// Runs `narrowgate receipts --config CONFIG ARGS...`: (exit code, stdout, stderr).
+fn receipts_command(config: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .arg("receipts")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run narrowgate receipts");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The receipts `narrowgate receipts --json ARGS...` prints.
+fn receipts_json(config: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = receipts_command(config, &all);
+    assert_eq!(code, 0, "narrowgate receipts failed: {stderr}");
+    match serde_json::from_str(&stdout) {
+        Ok(Value::Array(receipts)) => receipts,
+        other => panic!("not a JSON array: {other:?}\n{stdout}"),
+    }
+}
+
+fn config_path(gw: &Gateway) -> std::path::PathBuf {
+    gw.dir.path().join("narrowgate.yaml")
+}
+
+/// Proves: every outcome a real call can produce today leaves exactly one receipt, in the default
+/// database next to the config, with the caller, tool, upstream and upstream tool, the contract's
+/// digest, the arguments' digest, attempts, replayed flag and a plausible duration; JSON-RPC
+/// -32602 answers (unknown tool, rejected arguments on an old protocol) included.
+#[tokio::test]
+async fn every_outcome_leaves_exactly_one_receipt() {
+    let gw = start("");
+    let alice = client(&gw.url, KEY).await;
+    let carol = client(&gw.url, CAROL).await;
+    let ok = call(&alice, "echo", json!({"message": "hi"})).await;
+    assert!(ok.is_ok_and(|r| r.is_error != Some(true)));
+    let failed = call(&alice, "fail", json!({})).await;
+    assert!(failed.is_ok_and(|r| r.is_error == Some(true)));
+    let unknown = call(&alice, "nope", json!({"x": 1})).await;
+    assert!(unknown.is_err_and(|e| e.contains("Unknown tool")));
+    let forbidden = call(&carol, "echo", json!({"message": "hi"})).await;
+    assert!(forbidden.is_err_and(|e| e.contains("Unknown tool")));
+    let too_long = json!({"message": "this message is far too long"});
+    let rejected = call(&alice, "echo", too_long.clone()).await;
+    assert!(rejected.is_ok_and(|r| r.is_error == Some(true)));
+    // The same rejection on 2025-06-18 is a JSON-RPC -32602 error, and still leaves a receipt.
+    let raw = Raw::new(&gw.url);
+    let session = raw.open_session(Some(KEY), "2025-06-18").await;
+    let reply = raw
+        .request(
+            Some(KEY),
+            &session,
+            "2025-06-18",
+            "tools/call",
+            json!({"name": "echo", "arguments": too_long}),
+        )
+        .await;
+    assert_eq!(reply.message()["error"]["code"], -32602, "{reply:?}");
+    let bad = call(&alice, "bad_weather", json!({"location": "Chicago"})).await;
+    assert!(bad.is_ok_and(|r| r.is_error == Some(true)));
+    let timed_out = call(&alice, "slow", json!({"ms": 5000})).await;
+    assert!(timed_out.is_ok_and(|r| r.is_error == Some(true)));
+    let unsure = call(&alice, "slow_write", json!({"ms": 5000})).await;
+    assert!(unsure.is_ok_and(|r| r.is_error == Some(true)));
+    // Last: the upstream restarts afterwards.
+    let crashed = call(&alice, "crash", json!({})).await;
+    assert!(crashed.is_ok_and(|r| r.is_error == Some(true)));
+
+    assert!(
+        gw.dir.path().join("data/receipts.db").is_file(),
+        "without a receipts block the database is data/receipts.db next to the config"
+    );
+    let receipts = receipts_json(&config_path(&gw), &[]);
+    let contracts =
+        ContractSet::load_dir(&gw.dir.path().join("contracts")).expect("contracts load");
+    let digest = |tool: &str| contracts.tools[tool].digest.clone();
+    // (caller, tool, outcome, contract, attempts, arguments)
+    let expected = [
+        (
+            "alice",
+            "echo",
+            "ok",
+            Some("echo"),
+            1,
+            json!({"message": "hi"}),
+        ),
+        ("alice", "fail", "tool_error", Some("fail"), 1, json!({})),
+        ("alice", "nope", "denied", None, 0, json!({"x": 1})),
+        (
+            "carol",
+            "echo",
+            "denied",
+            Some("echo"),
+            0,
+            json!({"message": "hi"}),
+        ),
+        (
+            "alice",
+            "echo",
+            "rejected_input",
+            Some("echo"),
+            0,
+            too_long.clone(),
+        ),
+        ("alice", "echo", "rejected_input", Some("echo"), 0, too_long),
+        (
+            "alice",
+            "bad_weather",
+            "rejected_output",
+            Some("bad_weather"),
+            1,
+            json!({"location": "Chicago"}),
+        ),
+        (
+            "alice",
+            "slow",
+            "timeout",
+            Some("slow"),
+            1,
+            json!({"ms": 5000}),
+        ),
+        (
+            "alice",
+            "slow_write",
+            "unknown",
+            Some("slow_write"),
+            1,
+            json!({"ms": 5000}),
+        ),
+        (
+            "alice",
+            "crash",
+            "upstream_error",
+            Some("crash"),
+            1,
+            json!({}),
+        ),
+    ];
+    assert_eq!(
+        receipts.len(),
+        expected.len(),
+        "one receipt per call: {receipts:#?}"
+    );
+    let mut ids = BTreeSet::new();
+    for (receipt, (caller, tool, outcome, contract, attempts, args)) in
+        receipts.iter().zip(expected)
+    {
+        let context = format!("{receipt:#}");
+        assert_eq!(receipt["caller"], caller, "{context}");
+        assert_eq!(receipt["tool"], tool, "{context}");
+        assert_eq!(receipt["outcome"], outcome, "{context}");
+        assert_eq!(receipt["attempts"], attempts, "{context}");
+        assert_eq!(receipt["replayed"], false, "{context}");
+        // Null until telemetry provides one; then a W3C trace id.
+        let trace_id = receipt["trace_id"].as_str().unwrap_or("0");
+        assert!(
+            receipt["trace_id"].is_null()
+                || (trace_id.len() == 32
+                    && trace_id.bytes().all(|b| b.is_ascii_hexdigit())
+                    && trace_id.bytes().any(|b| b != b'0')),
+            "{context}"
+        );
+        assert_eq!(
+            receipt["arguments"],
+            Value::Null,
+            "arguments are not kept by default: {context}"
+        );
+        assert_eq!(receipt["arguments_digest"], sha256_of(&args), "{context}");
+        match contract {
+            Some(name) => {
+                assert_eq!(receipt["contract_digest"], digest(name), "{context}");
+                assert_eq!(receipt["upstream"], "demo", "{context}");
+                let upstream_tool = if name == "slow_write" { "slow" } else { name };
+                assert_eq!(receipt["upstream_tool"], upstream_tool, "{context}");
+            }
+            None => {
+                for field in ["contract_digest", "upstream", "upstream_tool"] {
+                    assert_eq!(receipt[field], Value::Null, "{field}: {context}");
+                }
+            }
+        }
+        let time = receipt["time"].as_str().unwrap_or_default();
+        assert!(
+            time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+            "{context}"
+        );
+        assert!(
+            ids.insert(receipt["id"].as_str().unwrap_or_default().to_string()),
+            "ids are unique: {context}"
+        );
+        let ms = receipt["duration_ms"].as_f64().unwrap_or(-1.0);
+        let plausible = match outcome {
+            "timeout" | "unknown" => (250.0..5000.0).contains(&ms),
+            _ => (0.0..5000.0).contains(&ms),
+        };
+        assert!(plausible, "duration {ms}: {context}");
+    }
+}
+
+/// Proves: `narrowgate receipts` filters by tool, caller, outcome and age, keeps the latest N,
+/// prints a table by default, and refuses an unknown outcome name listing the valid ones.
+#[tokio::test]
+async fn the_receipts_command_filters_while_the_gateway_runs() {
+    let gw = start("");
+    let alice = client(&gw.url, KEY).await;
+    let bob = client(&gw.url, BOB).await;
+    for message in ["one", "two", "three"] {
+        call(&alice, "echo", json!({"message": message}))
+            .await
+            .expect("echo");
+    }
+    call(&alice, "fail", json!({})).await.expect("fail answers");
+    call(&bob, "fail", json!({})).await.expect_err("denied");
+    let config = config_path(&gw);
+    let count = |args: &[&str]| receipts_json(&config, args).len();
+    assert_eq!(count(&[]), 5);
+    assert_eq!(count(&["--tool", "echo"]), 3);
+    assert_eq!(count(&["--caller", "bob"]), 1);
+    assert_eq!(count(&["--outcome", "denied"]), 1);
+    assert_eq!(count(&["--outcome", "tool_error", "--caller", "alice"]), 1);
+    assert_eq!(count(&["--outcome", "timeout"]), 0);
+    assert_eq!(count(&["--since", "1h"]), 5);
+    let latest = receipts_json(&config, &["--limit", "2"]);
+    assert_eq!(
+        latest
+            .iter()
+            .map(|r| r["caller"].as_str().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["alice", "bob"],
+        "the latest two, oldest first"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(count(&["--since", "1s"]), 0);
+
+    let (code, table, _) = receipts_command(&config, &["--tool", "fail"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].starts_with("TIME") && lines[0].contains("OUTCOME"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("alice") && lines[1].contains("tool_error"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("bob") && lines[2].contains("denied"),
+        "{table}"
+    );
+
+    let (code, _, stderr) = receipts_command(&config, &["--outcome", "okay"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("okay") && stderr.contains("rejected_output"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = receipts_command(&config, &["--since", "5 minutes"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// Proves: a gateway killed with SIGKILL in the middle of a load of concurrent calls has a receipt
+/// for every call whose answer a client received (receipts are on disk before answers are sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_answered_call_survives_sigkill() {
+    let db_dir = tempfile::tempdir().expect("tempdir");
+    let db = db_dir.path().join("receipts.db");
+    let gw = start(&format!(
+        "receipts:\n  path: {}\n  store_arguments: true\n",
+        db.display()
+    ));
+    const CLIENTS: usize = 12;
+    let answered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let killed = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let url = gw.url.clone();
+        let answered = answered.clone();
+        let killed = killed.clone();
+        // Each client calls in a loop until the kill; returns how many calls it sent, or why a
+        // call failed before the kill (a bug: nothing here should fail on its own).
+        tasks.push(tokio::spawn(async move {
+            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(KEY);
+            let client = match ().serve(StreamableHttpClientTransport::from_config(config)).await {
+                Ok(client) => client,
+                Err(_) if killed.is_cancelled() => return Ok(0),
+                Err(e) => return Err(format!("client {c} cannot connect: {e}")),
+            };
+            let mut sent = 0usize;
+            loop {
+                let message = format!("c{c}-{sent}");
+                sent += 1;
+                // A call cut off by the kill may never be answered: give up 3 s after it.
+                let gave_up = async {
+                    killed.cancelled().await;
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                };
+                let reply = tokio::select! {
+                    reply = call(&client, "echo", json!({"message": message})) => Some(reply),
+                    () = gave_up => None,
+                };
+                match reply {
+                    Some(Ok(r)) if r.is_error != Some(true) => {
+                        answered.lock().expect("lock").push(message);
+                    }
+                    _ if killed.is_cancelled() => return Ok(sent),
+                    other => {
+                        return Err(format!("call {message} failed before the kill: {other:?}"));
+                    }
+                }
+            }
+        }));
+    }
+    // Let the load run, then kill the gateway (Drop sends SIGKILL) while calls are in flight.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while answered.lock().expect("lock").len() < 300 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    killed.cancel();
+    drop(gw);
+    let mut attempted = 0;
+    for task in tasks {
+        attempted += task
+            .await
+            .expect("client task")
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let answered = answered.lock().expect("lock").clone();
+    assert!(answered.len() >= 50, "too little load: {}", answered.len());
+
+    // Read them back with the command, from a config that only names the database.
+    let config = db_dir.path().join("after-crash.yaml");
+    std::fs::write(&config, "receipts:\n  path: receipts.db\n").expect("write config");
+    let receipts = receipts_json(&config, &[]);
+    let recorded: BTreeSet<String> = receipts
+        .iter()
+        .filter_map(|r| r["arguments"]["message"].as_str().map(str::to_string))
+        .collect();
+    let missing: Vec<&String> = answered.iter().filter(|m| !recorded.contains(*m)).collect();
+    eprintln!(
+        "SIGKILL under load: {CLIENTS} clients, {attempted} calls sent, {} answered, {} receipts",
+        answered.len(),
+        receipts.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "{} answered calls have no receipt, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(receipts.len() >= answered.len());
+    assert!(
+        receipts.len() <= attempted,
+        "more receipts than calls: {} > {attempted}",
+        receipts.len()
+    );
+}
+
+/// Every file under `dir`, recursively, with its bytes.
+fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                files.insert(path.display().to_string(), bytes);
+            }
+        }
+    }
+    files
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Proves: a value at a contract's `redact` pointer is found nowhere in the database files (main,
+/// -wal, -shm) nor in the gateway log, with `store_arguments` false and true, for answered,
+/// rejected, denied and unknown-tool calls; the digest ignores the redacted value but not the
+/// others, and stored arguments carry the marker.
+#[tokio::test]
+async fn redacted_values_are_never_stored_or_logged() {
+    for store in [false, true] {
+        let gw = start(&format!("receipts:\n  store_arguments: {store}\n"));
+        let alice = client(&gw.url, KEY).await;
+        let carol = client(&gw.url, CAROL).await;
+        let secret = |n: u32| format!("SECRET-TOKEN-{n}-{store}");
+        for (who, tool, args) in [
+            (&alice, "echo", json!({"message": "m1", "token": secret(1)})),
+            (&alice, "echo", json!({"message": "m1", "token": secret(2)})),
+            (&alice, "echo", json!({"message": "m2", "token": secret(3)})),
+            (
+                &alice,
+                "echo",
+                json!({"message": "far too long to be accepted", "token": secret(4)}),
+            ),
+            (&carol, "echo", json!({"message": "m1", "token": secret(5)})),
+            (&alice, "nope", json!({"token": secret(6)})),
+        ] {
+            let _ = call(who, tool, args).await;
+        }
+        let receipts = receipts_json(&gw.dir.path().join("narrowgate.yaml"), &[]);
+        assert_eq!(receipts.len(), 6, "{receipts:#?}");
+        let digest = |i: usize| receipts[i]["arguments_digest"].clone();
+        assert_eq!(digest(0), digest(1), "only the redacted value differs");
+        assert_ne!(digest(0), digest(2), "the message differs");
+        assert_eq!(digest(0), digest(4), "denied calls are redacted too");
+        assert_eq!(
+            digest(0),
+            sha256_of(&json!({"message": "m1", "token": "[redacted]"}))
+        );
+        if store {
+            assert_eq!(
+                receipts[0]["arguments"],
+                json!({"message": "m1", "token": "[redacted]"})
+            );
+            assert_eq!(receipts[3]["outcome"], "rejected_input");
+            assert_eq!(receipts[3]["arguments"]["token"], "[redacted]");
+            assert_eq!(
+                receipts[5]["arguments"],
+                Value::Null,
+                "arguments of an unknown tool are not kept: nothing says what to redact"
+            );
+        } else {
+            assert!(receipts.iter().all(|r| r["arguments"].is_null()));
+        }
+        let mut files = files_under(&gw.dir.path().join("data"));
+        assert!(
+            files.keys().any(|f| f.ends_with("receipts.db-wal")),
+            "the WAL is checked too: {:?}",
+            files.keys()
+        );
+        files.insert("gateway.log".into(), gw.log().into_bytes());
+        for n in 1..=6 {
+            for (file, bytes) in &files {
+                assert!(
+                    !contains(bytes, &secret(n)),
+                    "{} found in {file}",
+                    secret(n)
+                );
+            }
+        }
+    }
+}
+
+/// Proves: with `retention`, receipts older than it are deleted while the gateway runs, and newer
+/// ones are kept.
+#[tokio::test]
+async fn retention_prunes_old_receipts() {
+    let gw = start("receipts:\n  retention: 2s\n");
+    let alice = client(&gw.url, KEY).await;
+    call(&alice, "echo", json!({"message": "old"}))
+        .await
+        .expect("echo");
+    let config = config_path(&gw);
+    assert_eq!(receipts_json(&config, &[]).len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !receipts_json(&config, &[]).is_empty() {
+        assert!(Instant::now() < deadline, "the old receipt was not pruned");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    call(&alice, "echo", json!({"message": "new"}))
+        .await
+        .expect("echo");
+    let receipts = receipts_json(&config, &[]);
+    assert_eq!(receipts.len(), 1, "{receipts:#?}");
+    assert_eq!(
+        receipts[0]["arguments_digest"],
+        sha256_of(&json!({"message": "new"}))
+    );
+}
