@@ -608,7 +608,9 @@ async fn run(args: RunArgs) -> Result<Value, String> {
                 let outcome = client.call(call).await;
                 let done = Instant::now();
                 stats.total += 1;
-                if sent >= window_start && done <= end {
+                // Counted when it completes inside the window, whenever it started, so slow
+                // answers are not left out of the latencies.
+                if done >= window_start && done <= end {
                     stats.in_window += 1;
                     stats.latencies_ns.push((done - sent).as_nanos() as u64);
                 }

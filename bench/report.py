@@ -95,7 +95,8 @@ def main() -> None:
             rows.append(row)
             summary[f"{s}|{t}"] = row
 
-    idle = next((r for r in raw if r["kind"] == "idle"), {})
+    idle = next((r for r in raw if r["kind"] == "idle" and "target" not in r), {})
+    idle_extra = [r for r in raw if r["kind"] == "idle" and "target" in r]
     after = next((r for r in raw if r["kind"] == "after_load"), {})
     sessions = [r for r in raw if r["kind"] == "sessions"]
     startups = [r for r in raw if r["kind"] == "startup"]
@@ -140,6 +141,7 @@ def main() -> None:
         "meta": meta,
         "scenarios": rows,
         "idle": idle,
+        "idle_extra": idle_extra,
         "after_load": after,
         "sessions": sessions,
         "startup": startup,
@@ -157,6 +159,11 @@ def main() -> None:
       f"{' (src modified)' if meta.get('src_modified') else ''}.")
     p(f"{meta.get('rounds')} rounds × {meta.get('duration_s')} s per run (+{meta.get('warmup_s')} s warm-up), "
       f"medians over rounds; ratios and added latency paired per round.\n")
+    d1 = summary.get("legacy-c1|direct", {})
+    if (d1.get("p50_ms") or 0) > 20 or (d1.get("p90_ms") or 0) > 20:
+        p("**Warning:** direct legacy calls take over 20 ms with one client: the upstream's SSE "
+          "answers stall on Nagle's algorithm and delayed ACKs (its sockets lack TCP_NODELAY), so "
+          "legacy figures measure that stall, not the gateway.\n")
     p("| scenario | target | req/s | ×direct | p50 ms | +p50 ms | p90 ms | p99 ms | +p99 ms "
       "| gateway CPU ms/call | upstream CPU ms/call | errors |")
     p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -170,6 +177,8 @@ def main() -> None:
     p("|---|---:|")
     if rss is not None:
         p(f"| narrowgate idle RSS | {rss / 1024:.1f} MiB |")
+    for r in idle_extra:
+        p(f"| {r['target']} idle RSS | {r['gateway_rss_kib'] / 1024:.1f} MiB |")
     if after.get("gateway_rss_kib"):
         p(f"| narrowgate RSS after the load runs | {after['gateway_rss_kib'] / 1024:.1f} MiB |")
     for s in sessions:

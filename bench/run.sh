@@ -14,6 +14,10 @@
 #   --sessions N [SESSIONS=1000] sessions opened for the memory measurement
 #   --contracts N [CONTRACTS_N=1000] generated tool contracts for the start-up measurement
 #   --no-build                   use the release binaries already in target/release
+#   --gateway-bin NAME=PATH      also measure another narrowgate binary, as target NAME, with the
+#                                same config (repeatable; to compare a change against the build)
+#   --upstream-bin PATH          demo-upstream binary to use instead of target/release's
+#   --narrowgate-bin PATH        narrowgate binary measured as target `narrowgate` (default: the build)
 #   LOADGEN_THREADS=1            worker threads of the load generator
 #   KEEP_WORK=1                  keep the scratch folder (configs, logs) after the run
 #
@@ -35,6 +39,9 @@ LOADGEN_THREADS=${LOADGEN_THREADS:-1}
 BUILD=1
 WITH_MCP_PROXY=0
 WITH_CONTEXTFORGE=0
+EXTRA_GATEWAYS=()
+UPSTREAM_BIN=""
+NARROWGATE_BIN=""
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -48,6 +55,9 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --with-mcp-proxy) WITH_MCP_PROXY=1; shift ;;
         --with-contextforge) WITH_CONTEXTFORGE=1; shift ;;
+        --gateway-bin) EXTRA_GATEWAYS+=("$2"); shift 2 ;;
+        --upstream-bin) UPSTREAM_BIN=$2; shift 2 ;;
+        --narrowgate-bin) NARROWGATE_BIN=$2; shift 2 ;;
         -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -92,6 +102,8 @@ for b in "$BIN/narrowgate" "$BIN/examples/demo-upstream" "$BIN/examples/loadgen"
     [ -x "$b" ] || die "missing $b (run without --no-build)"
 done
 LOADGEN="$BIN/examples/loadgen"
+UPSTREAM_BIN=${UPSTREAM_BIN:-$BIN/examples/demo-upstream}
+NARROWGATE_BIN=${NARROWGATE_BIN:-$BIN/narrowgate}
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -101,11 +113,12 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo nul
 # Starts `demo-upstream http --port 0 [ARGS]` and sets UP_PID and UP_URL.
 start_upstream() {
     local name=$1; shift
-    "$BIN/examples/demo-upstream" http --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    : >"$WORK/$name.out"
+    "$UPSTREAM_BIN" http --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     UP_PID=$!
     PIDS+=("$UP_PID")
     for _ in $(seq 100); do
-        UP_URL=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+        UP_URL=$(sed -n 's/^listening on //p' "$WORK/$name.out" 2>/dev/null || true)
         [ -n "$UP_URL" ] && return 0
         sleep 0.05
     done
@@ -131,7 +144,7 @@ record() { cat >>"$RAW"; }   # one JSON object per line
 
 # ---------------------------------------------------------------------------------------------
 # The machine and the run.
-GIT_REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+GIT_REV=${BENCH_GIT_REV:-$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 GIT_DIRTY=$(cd "$ROOT" && { git diff --quiet HEAD -- src Cargo.toml 2>/dev/null && echo false || echo true; })
 python3 - "$RAW" <<EOF
 import json, os, platform, sys
@@ -144,7 +157,8 @@ with open(sys.argv[1], "a") as f:
         "loadavg_start": load, "git_rev": "$GIT_REV", "src_modified": $( [ "$GIT_DIRTY" = true ] && echo True || echo False ),
         "rounds": $ROUNDS, "duration_s": $DURATION, "warmup_s": $WARMUP, "clients": "$CLIENTS",
         "modes": "$MODES", "loadgen_threads": $LOADGEN_THREADS, "sessions": $SESSIONS,
-        "contracts_n": $CONTRACTS_N}) + "\n")
+        "contracts_n": $CONTRACTS_N, "upstream_bin": "$UPSTREAM_BIN", "narrowgate_bin": "$NARROWGATE_BIN",
+        "extra_gateways": "${EXTRA_GATEWAYS[*]:-}"}) + "\n")
 EOF
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +170,7 @@ UP_STATELESS_PID=$UP_PID; UP_STATELESS_URL=$UP_URL
 log "upstreams: $UP_LEGACY_URL (sessions), $UP_STATELESS_URL (stateless)"
 
 KEY="narrowgate-bench-key"
-KEY_HASH=$(printf %s "$KEY" | "$BIN/narrowgate" hash-key)
+KEY_HASH=$(printf %s "$KEY" | "$NARROWGATE_BIN" hash-key)
 export LOADGEN_KEY="$KEY"
 
 # Writes a gateway config to $1 with contracts from $2 and the upstreams given as NAME=URL.
@@ -183,7 +197,7 @@ write_config() {
 GW_PORT=$(free_port)
 write_config "$WORK/gateway.yaml" "$BENCH/contracts" "$GW_PORT" \
     "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
-"$BIN/narrowgate" serve --config "$WORK/gateway.yaml" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
+"$NARROWGATE_BIN" serve --config "$WORK/gateway.yaml" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
 GW_PID=$!
 PIDS+=("$GW_PID")
 GW_URL="http://127.0.0.1:$GW_PORT/mcp"
@@ -201,6 +215,23 @@ TARGETS=()
 add_target() { TARGETS+=("$*"); }
 add_target direct "$UP_LEGACY_URL" "$UP_STATELESS_URL" {} {} - -
 add_target narrowgate "$GW_URL" "$GW_URL" {} {}_stateless gateway "$GW_PID"
+
+# Other narrowgate builds (--gateway-bin NAME=PATH), same config on their own ports.
+for extra in "${EXTRA_GATEWAYS[@]:-}"; do
+    [ -z "$extra" ] && continue
+    name=${extra%%=*}; bin=${extra#*=}
+    [ -x "$bin" ] || die "--gateway-bin $extra: $bin is not executable"
+    port=$(free_port)
+    write_config "$WORK/gateway-$name.yaml" "$BENCH/contracts" "$port" \
+        "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
+    "$bin" serve --config "$WORK/gateway-$name.yaml" >"$WORK/gateway-$name.out" 2>"$WORK/gateway-$name.err" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_ready "http://127.0.0.1:$port/readyz" 4
+    add_target "$name" "http://127.0.0.1:$port/mcp" "http://127.0.0.1:$port/mcp" {} {}_stateless gateway "$pid"
+    printf '{"kind":"idle","target":"%s","gateway_rss_kib":%s}\n' "$name" "$(rss_kib $pid)" | record
+    log "$name ($bin) ready at http://127.0.0.1:$port/mcp (pid $pid)"
+done
 
 if [ "$WITH_MCP_PROXY" = 1 ]; then
     # shellcheck source=bench/gateways/mcp-proxy.sh
@@ -294,7 +325,7 @@ for rep in $(seq "$STARTUP_REPS"); do
         fi
         "$LOADGEN" startup --ready-url "http://127.0.0.1:$port/readyz" --expect-enabled "$want" \
             --timeout 300 --poll-ms 10 --log "$WORK/startup-$set-$rep.log" --label "$set" \
-            -- "$BIN/narrowgate" serve --config "$WORK/startup.yaml" | record
+            -- "$NARROWGATE_BIN" serve --config "$WORK/startup.yaml" | record
     done
 done
 

@@ -21,7 +21,9 @@ CF_VERSION=1.0.7
 CF_HOME=${NARROWGATE_BENCH_CACHE:-$HOME/.cache/narrowgate-bench}/contextforge
 
 contextforge_install() {
-    if [ -x "$CF_HOME/bin/mcpgateway" ] && "$CF_HOME/bin/pip" show mcp-contextforge-gateway 2>/dev/null | grep -qx "Version: $CF_VERSION"; then
+    local installed=""
+    [ -x "$CF_HOME/bin/pip" ] && installed=$("$CF_HOME/bin/pip" show mcp-contextforge-gateway 2>/dev/null || true)
+    if [ -x "$CF_HOME/bin/mcpgateway" ] && grep -qx "Version: $CF_VERSION" <<<"$installed"; then
         return 0
     fi
     echo "installing mcp-contextforge-gateway $CF_VERSION into $CF_HOME" >&2
@@ -38,17 +40,16 @@ contextforge_start() {
     mkdir -p "$dir"
     port=$(free_port)
     secret="narrowgate-bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    (
-        cd "$dir" || exit 1
-        export HOST=127.0.0.1 PORT="$port" \
-            DATABASE_URL="sqlite:///$dir/mcp.db" \
-            JWT_SECRET_KEY="$secret" AUTH_ENCRYPTION_SECRET="$secret-enc" \
-            PLATFORM_ADMIN_EMAIL=admin@example.com PLATFORM_ADMIN_PASSWORD="Bench-$secret" \
-            BASIC_AUTH_PASSWORD="Bench-$secret" AUTH_REQUIRED=true \
-            SSRF_ALLOW_LOCALHOST=true RATE_LIMITING_ENABLED=false \
-            MCPGATEWAY_UI_ENABLED=false MCPGATEWAY_ADMIN_API_ENABLED=false LOG_LEVEL=ERROR
-        exec "$CF_HOME/bin/mcpgateway" --host 127.0.0.1 --port "$port"
-    ) >"$dir/contextforge.log" 2>&1 &
+    # Its settings come from the environment (it refuses to start with placeholder secrets).
+    local settings=(HOST=127.0.0.1 PORT="$port"
+        DATABASE_URL="sqlite:///$dir/mcp.db"
+        JWT_SECRET_KEY="$secret" AUTH_ENCRYPTION_SECRET="$secret-enc"
+        PLATFORM_ADMIN_EMAIL=admin@example.com PLATFORM_ADMIN_PASSWORD="Bench-$secret"
+        BASIC_AUTH_PASSWORD="Bench-$secret" AUTH_REQUIRED=true
+        SSRF_ALLOW_LOCALHOST=true RATE_LIMITING_ENABLED=false
+        MCPGATEWAY_UI_ENABLED=false MCPGATEWAY_ADMIN_API_ENABLED=false LOG_LEVEL=ERROR)
+    (cd "$dir" && exec env "${settings[@]}" "$CF_HOME/bin/mcpgateway" --host 127.0.0.1 --port "$port") \
+        >"$dir/contextforge.log" 2>&1 &
     CF_PID=$!
     local base="http://127.0.0.1:$port"
     for _ in $(seq 300); do
@@ -57,8 +58,10 @@ contextforge_start() {
         sleep 1
     done
     curl -fsS --max-time 2 "$base/health" >/dev/null || die "ContextForge not healthy after 300 s; see $dir/contextforge.log"
-    CF_TOKEN=$("$CF_HOME/bin/python" -m mcpgateway.utils.create_jwt_token \
-        --username admin@example.com --exp 240 --secret "$secret" 2>/dev/null | tail -n 1)
+    CF_TOKEN=$(cd "$dir" && env "${settings[@]}" "$CF_HOME/bin/python" -m mcpgateway.utils.create_jwt_token \
+        --username admin@example.com --exp 240 --secret "$secret" 2>"$dir/token.err" | tail -n 1) \
+        || die "cannot make a ContextForge token; see $dir/token.err"
+    [ -n "$CF_TOKEN" ] || die "cannot make a ContextForge token; see $dir/token.err"
     curl -fsS --max-time 30 -X POST "$base/gateways" -H "Authorization: Bearer $CF_TOKEN" \
         -H 'content-type: application/json' \
         -d "{\"name\":\"demo\",\"url\":\"$upstream\",\"transport\":\"STREAMABLEHTTP\"}" >"$dir/register.json" \

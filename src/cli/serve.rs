@@ -1,11 +1,15 @@
-//! `narrowgate serve`: load, start the upstream supervisors, serve HTTP until SIGINT/SIGTERM.
+//! `narrowgate serve`: load, start the upstream supervisors, serve HTTP until SIGINT/SIGTERM,
+//! and reload on SIGHUP or when the configuration file or contracts directory changes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use axum::serve::ListenerExt as _;
 use tokio_util::sync::CancellationToken;
 
+use crate::gateway::live::Live;
 use crate::gateway::{Gateway, http};
 use crate::telemetry::{self, logs::LogFormat};
 
@@ -26,7 +30,7 @@ pub fn run(config_path: &Path, log_format: LogFormat) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config, contracts)) {
+    match runtime.block_on(serve(config_path.to_path_buf(), config, contracts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -37,6 +41,7 @@ pub fn run(config_path: &Path, log_format: LogFormat) -> ExitCode {
 }
 
 async fn serve(
+    config_path: PathBuf,
     config: crate::config::Config,
     contracts: crate::contract::ContractSet,
 ) -> Result<(), String> {
@@ -48,7 +53,14 @@ async fn serve(
         tracing::warn!("no callers are configured: every request will be refused with 401");
     }
     let stop = CancellationToken::new();
-    gateway.start(stop.clone());
+    let contracts_dir = gateway.config.contracts.clone();
+    let live = Live::start(gateway.clone(), stop.clone());
+    tokio::spawn(reload_on_change(
+        live.clone(),
+        config_path,
+        contracts_dir,
+        stop.clone(),
+    ));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -57,7 +69,7 @@ async fn serve(
         tools = gateway.contracts.tools.len(),
         "narrowgate listening on http://{local}{path}"
     );
-    let app = http::router(gateway, stop.clone());
+    let app = http::router(live, stop.clone());
     let shutdown = stop.clone();
     // Without TCP_NODELAY, a response written in two segments waits for the client's delayed ACK
     // (about 40 ms per call on a kept-alive connection).
@@ -100,4 +112,72 @@ async fn wait_for_signal() {
     {
         let _ = interrupt.await;
     }
+}
+
+/// Reloads on SIGHUP, and when the configuration file or a file of the contracts directory
+/// changes (polled every second: no watcher dependency, and it works on every filesystem).
+async fn reload_on_change(
+    live: Arc<Live>,
+    config_path: PathBuf,
+    mut contracts_dir: PathBuf,
+    stop: CancellationToken,
+) {
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut seen = fingerprint(&config_path, &contracts_dir);
+    let mut poll = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        #[cfg(unix)]
+        let signalled = async {
+            match hangup.as_mut() {
+                Some(h) => h.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let signalled = std::future::pending::<Option<()>>();
+        let why = tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = signalled => "SIGHUP",
+            _ = poll.tick() => {
+                if fingerprint(&config_path, &contracts_dir) == seen {
+                    continue;
+                }
+                "a change of the configuration files"
+            }
+        };
+        tracing::info!("reloading after {why}");
+        match super::load(&config_path) {
+            Err(e) => {
+                tracing::error!("reload refused, the running configuration keeps serving: {e}")
+            }
+            Ok((config, contracts)) => {
+                let dir = config.contracts.clone();
+                match live.reload(config, contracts) {
+                    Ok(()) => contracts_dir = dir,
+                    Err(e) => tracing::error!("{e}"),
+                }
+            }
+        }
+        seen = fingerprint(&config_path, &contracts_dir);
+    }
+}
+
+/// What identifies a version of the files on disk: each file's path, size and modification time.
+fn fingerprint(config: &Path, contracts: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let stat = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (p.to_path_buf(), m.len(), m.modified().ok()))
+    };
+    let mut files: Vec<_> = stat(config).into_iter().collect();
+    if let Ok(entries) = std::fs::read_dir(contracts) {
+        files.extend(
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| stat(&e.path())),
+        );
+    }
+    files.sort();
+    files
 }

@@ -9,13 +9,15 @@ use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use super::catalog::Entry;
+use super::live::Live;
 
 pub async fn healthz() -> &'static str {
     "ok"
 }
 
 /// 503 until every upstream has been tried once; then 200 with the state of everything.
-pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> (StatusCode, Json<Value>) {
+pub async fn readyz(State(live): State<Arc<Live>>) -> (StatusCode, Json<Value>) {
+    let gateway = live.current();
     let report = readiness(&gateway);
     let status = if gateway.all_upstreams_tried() {
         StatusCode::OK

@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
 use super::health;
+use super::live::Live;
 use super::server::McpHandler;
-use crate::policy::resource::{self, METADATA_PATH, ProtectedResource};
+use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -58,16 +59,14 @@ impl SessionOwners {
 /// The state the layers share.
 #[derive(Clone)]
 struct Layers {
-    gateway: Arc<Gateway>,
+    /// Each layer reads the version in force per request, so reloads apply to new requests.
+    live: Arc<Live>,
     sessions: Arc<SessionOwners>,
-    /// The gateway as an OAuth protected resource (`None` without `oauth`).
-    resource: Option<Arc<ProtectedResource>>,
-    /// Whether any contract requires scopes (else `tools/call` bodies are not inspected).
-    any_scopes: bool,
 }
 
 /// Builds the whole HTTP application.
-pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
+pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
+    let gateway = live.current();
     let config = &gateway.config;
     let mcp_config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by our own outer layer, before authentication.
@@ -78,24 +77,15 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         )
         .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
-    let handler = McpHandler {
-        gateway: gateway.clone(),
-    };
+    let handler = McpHandler { live: live.clone() };
     let mcp = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
-    let resource = ProtectedResource::from_config(config, &gateway.contracts).map(Arc::new);
     let layers = Layers {
-        gateway: gateway.clone(),
+        live: live.clone(),
         sessions: Arc::new(SessionOwners::default()),
-        resource: resource.clone(),
-        any_scopes: gateway
-            .contracts
-            .tools
-            .values()
-            .any(|t| !t.scopes.is_empty()),
     };
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
@@ -131,16 +121,14 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(crate::telemetry::metrics::handler))
-        .with_state(gateway)
-        .merge(metadata.with_state(resource))
+        .with_state(live.clone())
+        .merge(metadata.with_state(live))
         .merge(mcp_routes)
 }
 
 /// RFC 9728 protected-resource metadata when `oauth` is set, else 404.
-async fn protected_resource_metadata(
-    State(resource): State<Option<Arc<ProtectedResource>>>,
-) -> Response {
-    match resource {
+async fn protected_resource_metadata(State(live): State<Arc<Live>>) -> Response {
+    match &live.current().resource {
         Some(r) => axum::Json(r.document()).into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }
@@ -155,7 +143,7 @@ async fn check_body(State(l): State<Layers>, request: Request, next: Next) -> Re
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let limit = l.gateway.config.max_request_bytes.0;
+    let limit = l.live.current().config.max_request_bytes.0;
     let too_large = || {
         (
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -194,7 +182,8 @@ async fn check_body(State(l): State<Layers>, request: Request, next: Next) -> Re
 
 /// 403 for a Host not in `allowed_hosts` or an Origin not in `allowed_origins`.
 async fn check_host_and_origin(State(l): State<Layers>, request: Request, next: Next) -> Response {
-    let config = &l.gateway.config;
+    let gateway = l.live.current();
+    let config = &gateway.config;
     let host = request
         .headers()
         .get(header::HOST)
@@ -265,19 +254,24 @@ async fn authenticate(State(l): State<Layers>, request: Request, next: Next) -> 
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_string);
-    let caller = match l.gateway.authenticator.authenticate(header).await {
+    let gateway = l.live.current();
+    let caller = match gateway.authenticator.authenticate(header).await {
         Ok(caller) => caller,
-        Err(e) => return unauthorized(&l, host.as_deref(), &e),
+        Err(e) => return unauthorized(&gateway, host.as_deref(), &e),
     };
     let mut request = request;
-    if l.any_scopes && request.method() == Method::POST {
+    if gateway.any_scopes && request.method() == Method::POST {
         // `check_body` has buffered the body already: reading it again is a copy-free move.
-        let limit = usize::try_from(l.gateway.config.max_request_bytes.0).unwrap_or(usize::MAX);
+        let limit = usize::try_from(gateway.config.max_request_bytes.0).unwrap_or(usize::MAX);
         let (parts, body) = request.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
             return StatusCode::PAYLOAD_TOO_LARGE.into_response();
         };
-        if let Some(response) = step_up(&l, host.as_deref(), &caller, &bytes) {
+        if let Some((response, tool, arguments)) =
+            step_up(&gateway, host.as_deref(), &caller, &bytes)
+        {
+            // Every tools/call leaves a receipt, this refusal included.
+            gateway.record_denied(&caller, &tool, &arguments).await;
             return response;
         }
         request = Request::from_parts(parts, axum::body::Body::from(bytes));
@@ -286,7 +280,7 @@ async fn authenticate(State(l): State<Layers>, request: Request, next: Next) -> 
     next.run(request).await
 }
 
-fn unauthorized(l: &Layers, host: Option<&str>, e: &AuthError) -> Response {
+fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Response {
     // The reason is logged, never the credentials.
     tracing::info!(reason = %e, "request refused: 401");
     let description = match e {
@@ -296,7 +290,7 @@ fn unauthorized(l: &Layers, host: Option<&str>, e: &AuthError) -> Response {
         AuthError::Invalid => "the credentials presented are not valid",
         AuthError::Token(t) => t.client_text(),
     };
-    let challenge = match &l.resource {
+    let challenge = match &gateway.resource {
         Some(r) => r.unauthorized(host, (*e != AuthError::Missing).then_some(description)),
         None => "Bearer".to_string(),
     };
@@ -330,17 +324,24 @@ struct Peek<'a> {
 struct PeekParams<'a> {
     #[serde(borrow)]
     name: Option<std::borrow::Cow<'a, str>>,
+    arguments: Option<serde_json::Value>,
 }
 
 /// The 403 for the first `tools/call` in `body` whose tool the caller may use (by the same
 /// [`Caller::may_use`] as everywhere) but lacks scopes for. Tools the caller may not use are
 /// left to the MCP layer, which answers them exactly like unknown tools.
-fn step_up(l: &Layers, host: Option<&str>, caller: &Caller, body: &[u8]) -> Option<Response> {
+/// Also returns the tool's name and arguments, for the receipt of the refusal.
+fn step_up(
+    gateway: &Gateway,
+    host: Option<&str>,
+    caller: &Caller,
+    body: &[u8],
+) -> Option<(Response, String, serde_json::Value)> {
     let messages: Vec<Peek<'_>> = match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => serde_json::from_slice(body).ok()?,
         _ => vec![serde_json::from_slice(body).ok()?],
     };
-    let catalog = l.gateway.catalog();
+    let catalog = gateway.catalog();
     for message in &messages {
         if message.method.as_deref() != Some("tools/call") {
             continue;
@@ -362,7 +363,7 @@ fn step_up(l: &Layers, host: Option<&str>, caller: &Caller, body: &[u8]) -> Opti
             required.join(" ")
         );
         let challenge =
-            resource::insufficient_scope(l.resource.as_deref(), host, required, &description);
+            resource::insufficient_scope(gateway.resource.as_deref(), host, required, &description);
         let mut response = (
             StatusCode::FORBIDDEN,
             axum::Json(serde_json::json!({"error": "insufficient_scope", "error_description": description})),
@@ -373,7 +374,12 @@ fn step_up(l: &Layers, host: Option<&str>, caller: &Caller, body: &[u8]) -> Opti
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
-        return Some(response);
+        let arguments = message
+            .params
+            .as_ref()
+            .and_then(|p| p.arguments.clone())
+            .unwrap_or_else(|| serde_json::json!({}));
+        return Some((response, name.to_string(), arguments));
     }
     None
 }

@@ -1,6 +1,7 @@
 //! The gateway: the MCP server clients talk to, and the pipeline every `tools/call` goes through.
 //!
-//! [`Gateway`] is the shared state (configuration, contracts, upstreams, the current catalog);
+//! [`Gateway`] is one version of the shared state (configuration, contracts, upstreams, the
+//! current catalog); [`live::Live`] holds the version in force and swaps in a new one on reload;
 //! [`server`] is the MCP face of it, [`pipeline`] the life of one call, [`http`] the HTTP layers
 //! around the MCP endpoint (Host/Origin checks, authentication, session ownership).
 
@@ -8,25 +9,28 @@ pub mod catalog;
 pub mod dedupe;
 pub mod health;
 pub mod http;
+pub mod live;
 pub mod pipeline;
 pub mod server;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::contract::ContractSet;
 use crate::policy::Authenticator;
 use crate::policy::limits::Limits;
+use crate::policy::resource::ProtectedResource;
 use crate::receipts::{ReceiptError, ReceiptLog, Settings};
 use crate::upstream::Upstream;
 use catalog::Catalog;
 use dedupe::DedupeCache;
 
-/// Everything a request needs, shared by all sessions.
+/// Everything a request needs, shared by all sessions: one version of the configuration.
+/// A request holds its version (`Arc<Gateway>`) until it is answered, so a reload never changes
+/// the rules under a call in flight.
 pub struct Gateway {
     pub config: Config,
     pub contracts: ContractSet,
@@ -35,26 +39,59 @@ pub struct Gateway {
     /// Rate limits (SPEC §4.7), in memory or shared through Redis.
     pub limits: Limits,
     /// Where every `tools/call` leaves its receipt (SPEC §4.11).
-    pub receipts: ReceiptLog,
+    pub receipts: Arc<ReceiptLog>,
+    receipt_settings: Settings,
     /// Recorded answers of `dedupe` tools, for at-most-once within their window.
-    pub dedupe: DedupeCache,
+    pub dedupe: Arc<DedupeCache>,
+    /// The gateway as an OAuth protected resource (`None` without `oauth`).
+    pub resource: Option<Arc<ProtectedResource>>,
+    /// Whether any contract requires scopes (else `tools/call` bodies are not inspected early).
+    pub any_scopes: bool,
     catalog: RwLock<Arc<Catalog>>,
-    /// Bumped whenever the published tools change, so sessions can tell their clients.
-    tools_changed: watch::Sender<u64>,
+    /// Bumped whenever the published tools change, so sessions can tell their clients. Shared
+    /// by every version, so a session hears of changes made by a reload too.
+    tools_changed: Arc<watch::Sender<u64>>,
 }
 
 impl Gateway {
     /// Fails only if the receipts database cannot be opened: a gateway that could not leave
     /// receipts must not serve calls.
     pub fn new(config: Config, contracts: ContractSet) -> Result<Arc<Gateway>, ReceiptError> {
-        let receipts = ReceiptLog::open(&Settings::of(&config))?;
+        Gateway::build(config, contracts, None)
+    }
+
+    /// A version built from `config` and `contracts`. What the new configuration leaves
+    /// unchanged is carried over from `previous`: upstream connections (same transport and
+    /// timeout), the receipt log (same settings), and the dedupe records.
+    pub fn build(
+        config: Config,
+        contracts: ContractSet,
+        previous: Option<&Gateway>,
+    ) -> Result<Arc<Gateway>, ReceiptError> {
+        let receipt_settings = Settings::of(&config);
+        let receipts = match previous {
+            Some(p) if p.receipt_settings == receipt_settings => p.receipts.clone(),
+            _ => Arc::new(ReceiptLog::open(&receipt_settings)?),
+        };
         let upstreams = config
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u))))
+            .map(|(name, u)| {
+                let fresh = Upstream::new(name, u);
+                let kept = previous
+                    .and_then(|p| p.upstreams.get(name))
+                    .filter(|old| {
+                        old.transport == fresh.transport
+                            && old.default_timeout == fresh.default_timeout
+                    })
+                    .cloned();
+                (name.clone(), kept.unwrap_or_else(|| Arc::new(fresh)))
+            })
             .collect();
         let authenticator = Authenticator::from_config(&config);
         let limits = Limits::from_config(&config);
+        let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
+        let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());
         let gateway = Gateway {
             config,
             contracts,
@@ -62,9 +99,16 @@ impl Gateway {
             authenticator,
             limits,
             receipts,
-            dedupe: DedupeCache::default(),
-            catalog: RwLock::new(Arc::new(Catalog::default())),
-            tools_changed: watch::Sender::new(0),
+            receipt_settings,
+            dedupe: previous.map(|p| p.dedupe.clone()).unwrap_or_default(),
+            resource,
+            any_scopes,
+            // Start from the previous catalog, so the rebuild below tells sessions only of a
+            // real change in what they see.
+            catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),
+            tools_changed: previous
+                .map(|p| p.tools_changed.clone())
+                .unwrap_or_else(|| Arc::new(watch::Sender::new(0))),
         };
         gateway.rebuild_catalog();
         Ok(Arc::new(gateway))
@@ -98,24 +142,6 @@ impl Gateway {
     /// A receiver that wakes whenever the published tools change.
     pub fn watch_tools(&self) -> watch::Receiver<u64> {
         self.tools_changed.subscribe()
-    }
-
-    /// Starts one supervisor per upstream and a task that rebuilds the catalog when any of them
-    /// changes. Everything stops when `stop` is cancelled.
-    pub fn start(self: &Arc<Self>, stop: CancellationToken) {
-        let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<String>();
-        for upstream in self.upstreams.values() {
-            tokio::spawn(upstream.clone().supervise(changed_tx.clone(), stop.clone()));
-        }
-        let gateway = self.clone();
-        tokio::spawn(async move {
-            while let Some(name) = changed_rx.recv().await {
-                // Coalesce a burst of changes into one rebuild.
-                while changed_rx.try_recv().is_ok() {}
-                tracing::debug!(upstream = %name, "rebuilding catalog");
-                gateway.rebuild_catalog();
-            }
-        });
     }
 
     /// Whether every upstream has been tried at least once.

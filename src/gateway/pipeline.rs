@@ -88,6 +88,24 @@ impl Gateway {
         executed.answer
     }
 
+    /// Leaves the receipt of a `tools/call` refused before the pipeline (the HTTP layer's
+    /// `insufficient_scope` 403).
+    pub async fn record_denied(&self, caller: &Caller, tool: &str, arguments: &Value) {
+        let call = Call {
+            caller: &caller.name,
+            tool,
+            contract: self.contracts.tools.get(tool).map(AsRef::as_ref),
+            arguments,
+            outcome: Outcome::Denied,
+            attempts: 0,
+            replayed: false,
+            started: SystemTime::now(),
+            duration: Duration::ZERO,
+            trace_id: crate::telemetry::trace_id(),
+        };
+        let _ = self.receipts.record(&call).await;
+    }
+
     /// The call pipeline. Protocol errors are `Err`; everything a model should read, rejections
     /// included, is a tool error in `Ok`.
     async fn execute(

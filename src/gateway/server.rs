@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use super::Gateway;
+use super::live::Live;
 use crate::policy::Caller;
 use crate::telemetry;
 
@@ -25,10 +25,11 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// One handler per session (or per stateless request): a cheap handle on the shared gateway.
+/// One handler per session (or per stateless request): a cheap handle on the live gateway. Each
+/// request works with the version in force when it starts, so a session sees reloads.
 #[derive(Clone)]
 pub struct McpHandler {
-    pub gateway: Arc<Gateway>,
+    pub live: Arc<Live>,
 }
 
 /// The caller the HTTP layer attached to this request.
@@ -63,7 +64,7 @@ impl ServerHandler for McpHandler {
     /// Tells a legacy session's client whenever the published tools change (SPEC §4.2: clients
     /// learn of re-narrowing). The task ends when the client is gone.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changes = self.gateway.watch_tools();
+        let mut changes = self.live.current().watch_tools();
         changes.mark_unchanged();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
@@ -83,7 +84,7 @@ impl ServerHandler for McpHandler {
 
     /// The 2026-07-28 way to learn of tool-list changes: a `subscriptions/listen` stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.gateway.watch_tools();
+        let mut changes = self.live.current().watch_tools();
         changes.mark_unchanged();
         loop {
             tokio::select! {
@@ -135,7 +136,7 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         telemetry::serve("tools/list", None, &context, async {
             let caller = caller_of(&context)?;
-            let catalog = self.gateway.catalog();
+            let catalog = self.live.current().catalog();
             let tools: Vec<Tool> = catalog
                 .exposed_tools()
                 .filter(|t| caller.may_use(&t.contract.name))
@@ -156,7 +157,8 @@ impl ServerHandler for McpHandler {
         telemetry::serve("tools/call", Some(&tool), &context, async {
             let caller = caller_of(&context)?;
             let protocol = context.protocol_version();
-            self.gateway
+            self.live
+                .current()
                 .call_tool(&caller, request, protocol.as_ref())
                 .await
                 .map(|mut result| {

@@ -24,7 +24,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::gateway::Gateway;
+use crate::gateway::live::Live;
 use crate::upstream::Status;
 
 /// Upper bounds of the duration buckets, in seconds (MCP semantic conventions).
@@ -236,7 +236,8 @@ fn label_set(labels: &[(&str, &str)]) -> String {
 }
 
 /// `GET /metrics`: 404 unless `telemetry.metrics: true`.
-pub async fn handler(State(gateway): State<Arc<Gateway>>) -> Response {
+pub async fn handler(State(live): State<Arc<Live>>) -> Response {
+    let gateway = live.current();
     if !super::metrics_enabled() {
         return (
             StatusCode::NOT_FOUND,

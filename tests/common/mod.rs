@@ -111,6 +111,16 @@ impl Gateway {
         panic!("gateway not ready within {within:?}; log:\n{}", self.log());
     }
 
+    /// The gateway's process id (to send it signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The folder holding `narrowgate.yaml` and `contracts/`.
+    pub fn config_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
     }

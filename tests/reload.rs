@@ -1,0 +1,242 @@
+//! Reload (SPEC §4.10): a changed configuration or contracts directory, or SIGHUP, puts a new
+//! version in force after checking it whole; an invalid one is refused and the running version
+//! keeps serving; calls in flight finish under the version they started with; no call is lost.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Gateway, KEY, demo_upstream_bin, hash_key};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const BOB: &str = "test-key-bob";
+
+fn config(with_bob: bool) -> String {
+    let mut text = format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
+        demo_upstream_bin().display(),
+        hash_key(KEY)
+    );
+    if with_bob {
+        text.push_str(&format!(
+            "  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
+            hash_key(BOB)
+        ));
+    }
+    text
+}
+
+const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n";
+const ECHO_ONLY: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n";
+const ADD: &str = "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {type: object, properties: {a: {type: number}, b: {type: number}}, required: [a, b]}\n";
+
+async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects")
+}
+
+async fn call(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    c.call_tool(params).await.map_err(|e| e.to_string())
+}
+
+fn write(gw: &Gateway, relative: &str, text: &str) {
+    std::fs::write(gw.config_dir().join(relative), text).expect("write file");
+}
+
+/// Proves: a new contract file is picked up without a restart: its tool appears and works, and
+/// tools of an unchanged contract keep working on the same upstream connection.
+#[tokio::test]
+async fn a_changed_contracts_directory_is_reloaded() {
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let alice = client(&gw.url, KEY).await;
+    assert!(call(&alice, "add", json!({"a": 1, "b": 2})).await.is_err());
+    write(&gw, "contracts/add.yaml", ADD);
+    gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
+        r["tools"]["add"]["state"] == "enabled"
+    });
+    let r = call(&alice, "add", json!({"a": 1, "b": 2}))
+        .await
+        .expect("add after reload");
+    assert_eq!(r.structured_content, Some(json!({"sum": 3})));
+    let r = call(&alice, "echo", json!({"message": "same session"}))
+        .await
+        .expect("echo");
+    assert_ne!(r.is_error, Some(true));
+    assert!(gw.log().contains("configuration reloaded"), "{}", gw.log());
+}
+
+/// Proves: an invalid new version is refused with a logged error and the running version keeps
+/// serving unchanged.
+#[tokio::test]
+async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let alice = client(&gw.url, KEY).await;
+    write(
+        &gw,
+        "contracts/broken.yaml",
+        "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !gw.log().contains("reload refused") {
+        assert!(
+            Instant::now() < deadline,
+            "no refusal logged:\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gw.log().contains("privlege"),
+        "the refusal names the bad key:\n{}",
+        gw.log()
+    );
+    let r = call(&alice, "echo", json!({"message": "still"}))
+        .await
+        .expect("echo");
+    assert_ne!(r.is_error, Some(true));
+    let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
+    write(&gw, "narrowgate.yaml", broken_config);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = call(&alice, "echo", json!({"message": "still"}))
+        .await
+        .expect("echo");
+    assert_ne!(
+        r.is_error,
+        Some(true),
+        "a broken config must not replace the running one"
+    );
+}
+
+/// Proves: SIGHUP reloads the configuration file: a caller added to it can connect afterwards.
+#[tokio::test]
+async fn sighup_reloads_the_configuration() {
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let raw = common::Raw::new(&gw.url);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let bob = format!("Bearer {BOB}");
+    assert_eq!(
+        raw.post(&[("authorization", &bob)], &init).await.status,
+        401
+    );
+    // Same size and second as before would not be noticed by polling: SIGHUP must do it.
+    write(
+        &gw,
+        "narrowgate.yaml",
+        &format!("contracts: contracts\n{}", config(true)),
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if raw.post(&[("authorization", &bob)], &init).await.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bob still refused:\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Proves: a call in flight finishes under the version it started with, even when the reload
+/// removes its tool; new calls see the new version.
+#[tokio::test]
+async fn calls_in_flight_finish_under_their_version() {
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_AND_SLOW)]);
+    let alice = client(&gw.url, KEY).await;
+    let url = gw.url.clone();
+    let in_flight = tokio::spawn(async move {
+        let c = client(&url, KEY).await;
+        call(&c, "slow", json!({"ms": 2000})).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    write(&gw, "contracts/demo.yaml", ECHO_ONLY);
+    gw.wait_for(Duration::from_secs(15), "slow removed", |r| {
+        r["tools"].get("slow").is_none()
+    });
+    let e = call(&alice, "slow", json!({"ms": 1}))
+        .await
+        .expect_err("slow is gone for new calls");
+    assert!(e.contains("Unknown tool: slow"), "{e}");
+    let r = in_flight
+        .await
+        .expect("task")
+        .expect("the in-flight call is answered");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert!(common::result_text(&serde_json::to_value(&r).expect("json")).contains("slept 2000"));
+}
+
+/// Proves: reloads under a steady load of calls lose none and answer none with an error.
+#[tokio::test]
+async fn reloads_under_load_lose_no_call() {
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for worker in 0..4 {
+        let url = gw.url.clone();
+        let stop = stop.clone();
+        load.push(tokio::spawn(async move {
+            let c = client(&url, KEY).await;
+            let (mut calls, mut failures) = (0, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                calls += 1;
+                match call(&c, "echo", json!({"message": format!("{worker}-{calls}")})).await {
+                    Ok(r) if r.is_error != Some(true) => {}
+                    other => failures.push(format!("{other:?}")),
+                }
+            }
+            (calls, failures)
+        }));
+    }
+    for round in 0..5 {
+        let text = if round % 2 == 0 {
+            ADD
+        } else {
+            "upstream: demo\ntools: {}\n"
+        };
+        write(&gw, "contracts/add.yaml", text);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut calls, mut failures) = (0, Vec::new());
+    for task in load {
+        let (n, f) = task.await.expect("load task");
+        calls += n;
+        failures.extend(f);
+    }
+    assert!(
+        calls > 100,
+        "too little load to prove anything: {calls} calls"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed, first: {:?}",
+        failures.len(),
+        failures.first()
+    );
+    assert!(
+        gw.log().matches("configuration reloaded").count() >= 3,
+        "{}",
+        gw.log()
+    );
+}
