@@ -1,5 +1,6 @@
 //! Shared harness of the integration tests: start the real `narrowgate` binary on a config written
-//! to a temporary folder, start the repository's demo upstream, and talk raw MCP over HTTP.
+//! to a temporary folder, start the repository's demo upstream (and a real `redis-server` for
+//! `state: redis://…`), and talk raw MCP over HTTP.
 #![allow(dead_code)] // each test crate uses a part of it
 
 pub mod peers;
@@ -24,7 +25,7 @@ pub fn hash_key(key: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The demo upstream built from `tests/upstream` (cargo builds examples with the tests).
+/// The demo upstream built from `tests/upstream` (`tests/run.sh` builds it before the tests).
 pub fn demo_upstream_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/debug/deps/<test> → target/debug/examples/demo-upstream
@@ -36,7 +37,7 @@ pub fn demo_upstream_bin() -> PathBuf {
     let bin = dir.join("demo-upstream");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build --example demo-upstream` (cargo test builds it)",
+        "{} is missing: run `cargo build --example demo-upstream` first (tests/run.sh does)",
         bin.display()
     );
     bin
@@ -336,4 +337,57 @@ pub fn result_text(result: &Value) -> String {
         .filter_map(|b| b["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A real `redis-server` on a loopback port, without persistence, killed on drop.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+}
+
+impl Redis {
+    pub fn start_on(port: u16) -> Redis {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): it must be on PATH. `.ci/run` installs it \
+                     (need_apt_packages redis-server); locally: apt-get install redis-server"
+                )
+            });
+        let redis = Redis { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if redis.ping() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("redis-server did not answer PING on port {port} within 10 s");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn ping(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
