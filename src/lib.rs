@@ -3,7 +3,8 @@
 //!
 //! Modules follow the concepts of SPEC.md: [`config`], [`contract`] (loading, narrowing,
 //! enforcement), [`upstream`] (clients and their supervision), [`policy`] (callers and what they
-//! may use), [`gateway`] (the MCP server and the call pipeline) and [`cli`].
+//! may use), [`gateway`] (the MCP server and the call pipeline), [`state`] (what replicas share
+//! through Redis) and [`cli`].
 
 pub mod cli;
 pub mod config;
@@ -11,5 +12,6 @@ pub mod contract;
 pub mod gateway;
 pub mod policy;
 pub mod receipts;
+pub mod state;
 pub mod telemetry;
 pub mod upstream;

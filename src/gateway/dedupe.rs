@@ -1,6 +1,10 @@
 //! At-most-once for non-idempotent tools (SPEC §4.8 `dedupe`): an identical call (same caller,
 //! tool and canonical arguments) inside the window is answered with the recorded result instead of
 //! running again, and a duplicate that arrives while the first is still in flight waits for it.
+//!
+//! [`DedupeCache`] is the one entry point whatever `state` says: with `state: memory` the records
+//! live in this process (below); with `state: redis://…` they live in Redis
+//! ([`super::dedupe_redis`]), so the promise holds across replicas.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,6 +15,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::dedupe_redis::RedisDedupe;
+use crate::config::{Config, StateBackend};
 use crate::receipts::Outcome;
 
 /// A call's answer as recorded for replays: the result and how the call ended.
@@ -40,22 +46,89 @@ pub enum Deduped<T> {
     Ran(T),
     /// An identical call ran (or was running): this is its recorded answer, marked replayed.
     Replayed(Recorded),
+    /// This call did not run and there is no recorded answer to replay: an identical call's
+    /// effect is unknown, or the shared records cannot be reached. The tool error to answer,
+    /// with its outcome; the receipt shows neither an attempt nor a replay.
+    NotRun(Recorded),
+}
+
+/// The recorded calls of `dedupe` tools: in this process, or shared by replicas through Redis.
+pub struct DedupeCache {
+    backend: Backend,
+    /// What the backend was built from: a reload keeps the records only if `state` is unchanged
+    /// (carrying memory records into a Redis setup, or the reverse, would split them).
+    state: StateBackend,
+}
+
+enum Backend {
+    Memory(MemoryDedupe),
+    Redis(RedisDedupe),
+}
+
+impl Default for DedupeCache {
+    /// In-memory records (one instance; for tests too).
+    fn default() -> Self {
+        DedupeCache::new(&StateBackend::Memory)
+    }
+}
+
+impl DedupeCache {
+    /// The records `state` asks for.
+    pub fn new(state: &StateBackend) -> DedupeCache {
+        let backend = match state {
+            StateBackend::Memory => Backend::Memory(MemoryDedupe::default()),
+            StateBackend::Redis(url) => Backend::Redis(RedisDedupe::new(url)),
+        };
+        DedupeCache {
+            backend,
+            state: state.clone(),
+        }
+    }
+
+    /// The records of `config`'s `state` (memory if it is invalid, which loading refuses).
+    pub fn from_config(config: &Config) -> DedupeCache {
+        DedupeCache::new(&config.state_backend().unwrap_or(StateBackend::Memory))
+    }
+
+    /// Whether these records are the ones `state` asks for (so a reload may keep them).
+    pub fn serves(&self, state: &StateBackend) -> bool {
+        self.state == *state
+    }
+
+    /// Runs `run` unless an identical call is recorded or in flight. `run` returns its own value
+    /// plus the result to record (`None`: nothing to record, e.g. the call never reached the
+    /// upstream, so a repeat must run again). `longest_run` bounds how long `run` can take (all
+    /// attempts and backoffs): with shared records, a duplicate on another replica waits at most
+    /// about that long before concluding the first call will never be recorded.
+    pub async fn run<T, F>(
+        &self,
+        key: CallKey,
+        window: Duration,
+        longest_run: Duration,
+        run: F,
+    ) -> Deduped<T>
+    where
+        F: Future<Output = (T, Option<Recorded>)>,
+    {
+        match &self.backend {
+            Backend::Memory(m) => m.run(key, window, run).await,
+            Backend::Redis(r) => r.run(&key, window, longest_run, run).await,
+        }
+    }
 }
 
 /// The recorded calls of one gateway instance.
 #[derive(Default)]
-pub struct DedupeCache {
+struct MemoryDedupe {
     slots: Mutex<HashMap<CallKey, Slot>>,
 }
 
 /// Above this many slots, expired ones are dropped on the next insert, keeping memory bounded.
 const PRUNE_ABOVE: usize = 4096;
 
-impl DedupeCache {
-    /// Runs `run` unless an identical call is recorded or in flight. `run` returns its own value
-    /// plus the result to record (`None`: nothing to record, e.g. the call never reached the
-    /// upstream, so a repeat must run again).
-    pub async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
+impl MemoryDedupe {
+    /// [`DedupeCache::run`] within this process.
+    async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
     where
         F: Future<Output = (T, Option<Recorded>)>,
     {
@@ -74,12 +147,9 @@ impl DedupeCache {
                 Ok(recorded) => Deduped::Replayed(replayed(recorded.clone().unwrap_or_default())),
                 // The first call was abandoned mid-flight: its effect is unknown, and running
                 // again could make it happen twice.
-                Err(_) => Deduped::Replayed(Recorded {
-                    result: CallToolResult::error(vec![ContentBlock::text(
-                        "an identical call was in flight and was abandoned; its effect is unknown, so it was not repeated",
-                    )]),
-                    outcome: Some(Outcome::Unknown),
-                }),
+                Err(_) => Deduped::NotRun(effect_unknown(
+                    "an identical call was in flight and was abandoned",
+                )),
             };
         }
         let (tx, rx) = watch::channel(None);
@@ -124,7 +194,7 @@ impl DedupeCache {
 /// Removes the in-flight slot if the running call is dropped (client gone), so the key is not
 /// stuck; waiters then learn the first call was abandoned.
 struct InFlightGuard<'a> {
-    cache: &'a DedupeCache,
+    cache: &'a MemoryDedupe,
     key: &'a CallKey,
     armed: bool,
 }
@@ -138,8 +208,19 @@ impl Drop for InFlightGuard<'_> {
     }
 }
 
+/// The answer of a call that was not run because an identical call's effect is unknown:
+/// running it could make the effect happen twice, so it says so instead (outcome `unknown`).
+pub(super) fn effect_unknown(what_happened: &str) -> Recorded {
+    Recorded {
+        result: CallToolResult::error(vec![ContentBlock::text(format!(
+            "{what_happened}; its effect is unknown, so it was not repeated"
+        ))]),
+        outcome: Some(Outcome::Unknown),
+    }
+}
+
 /// Marks a recorded result as replayed: `_meta: {"narrowgate/replayed": true}`.
-fn replayed(mut recorded: Recorded) -> Recorded {
+pub(super) fn replayed(mut recorded: Recorded) -> Recorded {
     let mut meta = recorded.result.meta.take().unwrap_or_default();
     meta.0
         .insert("narrowgate/replayed".into(), Value::Bool(true));
@@ -152,6 +233,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Unused by the memory records: a call here never waits on another process.
+    const LONGEST: Duration = Duration::from_secs(1);
 
     fn key(args: &str) -> CallKey {
         CallKey {
@@ -168,6 +252,8 @@ mod tests {
         }
     }
 
+    /// Proves: an identical call inside the window is replayed (marked so) without running,
+    /// and other arguments make another call.
     #[tokio::test]
     async fn a_repeat_inside_the_window_is_replayed_not_run() {
         let cache = DedupeCache::default();
@@ -177,24 +263,32 @@ mod tests {
             ((), Some(ok("done")))
         };
         assert!(matches!(
-            cache.run(key("a"), Duration::from_secs(60), run()).await,
+            cache
+                .run(key("a"), Duration::from_secs(60), LONGEST, run())
+                .await,
             Deduped::Ran(())
         ));
-        match cache.run(key("a"), Duration::from_secs(60), run()).await {
+        match cache
+            .run(key("a"), Duration::from_secs(60), LONGEST, run())
+            .await
+        {
             Deduped::Replayed(r) => {
                 let meta = r.result.meta.expect("meta");
                 assert_eq!(meta.0.get("narrowgate/replayed"), Some(&Value::Bool(true)));
             }
-            Deduped::Ran(()) => panic!("ran twice"),
+            _ => panic!("ran twice"),
         }
         // Different arguments are a different call.
         assert!(matches!(
-            cache.run(key("b"), Duration::from_secs(60), run()).await,
+            cache
+                .run(key("b"), Duration::from_secs(60), LONGEST, run())
+                .await,
             Deduped::Ran(())
         ));
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
+    /// Proves: a duplicate arriving while the first call runs waits and gets its answer.
     #[tokio::test]
     async fn a_duplicate_in_flight_waits_for_the_first() {
         let cache = Arc::new(DedupeCache::default());
@@ -209,50 +303,94 @@ mod tests {
         };
         let first = tokio::spawn({
             let cache = cache.clone();
-            async move { cache.run(key("a"), Duration::from_secs(60), slow).await }
+            async move {
+                cache
+                    .run(key("a"), Duration::from_secs(60), LONGEST, slow)
+                    .await
+            }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let second = cache
-            .run(key("a"), Duration::from_secs(60), async {
+            .run(key("a"), Duration::from_secs(60), LONGEST, async {
                 ((), Some(ok("second")))
             })
             .await;
         assert!(matches!(first.await.expect("joins"), Deduped::Ran(())));
         match second {
             Deduped::Replayed(r) => assert_eq!(r.result.content, ok("first").result.content),
-            Deduped::Ran(()) => panic!("the duplicate ran"),
+            _ => panic!("the duplicate ran"),
         }
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
+    /// Proves: a call that recorded nothing, or whose window has passed, runs again.
     #[tokio::test]
     async fn unrecorded_calls_and_expired_windows_run_again() {
         let cache = DedupeCache::default();
         assert!(matches!(
             cache
-                .run(key("a"), Duration::from_secs(60), async { ((), None) })
+                .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                    ((), None)
+                })
                 .await,
             Deduped::Ran(())
         ));
         assert!(matches!(
             cache
-                .run(key("a"), Duration::from_secs(60), async { ((), None) })
+                .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                    ((), None)
+                })
                 .await,
             Deduped::Ran(())
         ));
         let _ = cache
-            .run(key("b"), Duration::from_millis(1), async {
+            .run(key("b"), Duration::from_millis(1), LONGEST, async {
                 ((), Some(ok("x")))
             })
             .await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(matches!(
             cache
-                .run(key("b"), Duration::from_millis(1), async {
+                .run(key("b"), Duration::from_millis(1), LONGEST, async {
                     ((), Some(ok("y")))
                 })
                 .await,
             Deduped::Ran(())
         ));
+    }
+
+    /// Proves: a duplicate of a call dropped mid-flight is not run and not replayed: it answers
+    /// that the effect is unknown (outcome `unknown`).
+    #[tokio::test]
+    async fn a_duplicate_of_an_abandoned_call_is_not_run() {
+        let cache = Arc::new(DedupeCache::default());
+        let first = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                cache
+                    .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                        tokio::time::sleep(Duration::from_secs(10)).await;
+                        ((), Some(ok("first")))
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                cache
+                    .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                        ((), Some(ok("second")))
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        first.abort();
+        match second.await.expect("joins") {
+            Deduped::NotRun(r) => assert_eq!(r.outcome, Some(Outcome::Unknown)),
+            _ => panic!("the duplicate of an abandoned call ran or was replayed"),
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod dedupe;
+mod dedupe_redis;
 pub mod health;
 pub mod http;
 pub mod live;
@@ -18,7 +19,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, StateBackend};
 use crate::contract::ContractSet;
 use crate::policy::Authenticator;
 use crate::policy::limits::Limits;
@@ -41,7 +42,8 @@ pub struct Gateway {
     /// Where every `tools/call` leaves its receipt (SPEC §4.11).
     pub receipts: Arc<ReceiptLog>,
     receipt_settings: Settings,
-    /// Recorded answers of `dedupe` tools, for at-most-once within their window.
+    /// Recorded answers of `dedupe` tools, for at-most-once within their window (in memory, or
+    /// shared by replicas through Redis).
     pub dedupe: Arc<DedupeCache>,
     /// The gateway as an OAuth protected resource (`None` without `oauth`).
     pub resource: Option<Arc<ProtectedResource>>,
@@ -62,7 +64,7 @@ impl Gateway {
 
     /// A version built from `config` and `contracts`. What the new configuration leaves
     /// unchanged is carried over from `previous`: upstream connections (same transport and
-    /// timeout), the receipt log (same settings), and the dedupe records.
+    /// timeout), the receipt log (same settings), and the dedupe records (same `state`).
     pub fn build(
         config: Config,
         contracts: ContractSet,
@@ -90,6 +92,11 @@ impl Gateway {
             .collect();
         let authenticator = Authenticator::from_config(&config);
         let limits = Limits::from_config(&config);
+        // The records survive a reload unless `state` now points elsewhere.
+        let dedupe = previous
+            .map(|p| p.dedupe.clone())
+            .filter(|d| d.serves(&config.state_backend().unwrap_or(StateBackend::Memory)))
+            .unwrap_or_else(|| Arc::new(DedupeCache::from_config(&config)));
         let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
         let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());
         let gateway = Gateway {
@@ -100,7 +107,7 @@ impl Gateway {
             limits,
             receipts,
             receipt_settings,
-            dedupe: previous.map(|p| p.dedupe.clone()).unwrap_or_default(),
+            dedupe,
             resource,
             any_scopes,
             // Start from the previous catalog, so the rebuild below tells sessions only of a

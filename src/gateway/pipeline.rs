@@ -12,11 +12,12 @@ use serde_json::Value;
 use super::Gateway;
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
+use crate::contract::ToolContract;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
 use crate::policy::Caller;
 use crate::receipts::{Call, Outcome};
-use crate::upstream::CallError;
+use crate::upstream::{CallError, Upstream};
 
 /// The per-call timeout when neither the contract nor the upstream sets one.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -165,6 +166,8 @@ impl Gateway {
             tool: contract.name.clone(),
             arguments: digest::sha256_of(&arguments),
         };
+        // How long the call can take: a duplicate on another replica waits about that long.
+        let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
         let run = async {
             let executed = self.call_upstream(tool, request.arguments).await;
             // Only what reached the upstream is recorded: a call that never left may run again.
@@ -177,7 +180,7 @@ impl Gateway {
             };
             (executed, recorded)
         };
-        match self.dedupe.run(key, window, run).await {
+        match self.dedupe.run(key, window, longest_run, run).await {
             Deduped::Ran(executed) => executed,
             Deduped::Replayed(recorded) => Executed {
                 answer: Ok(recorded.result),
@@ -185,6 +188,11 @@ impl Gateway {
                 attempts: 0,
                 replayed: true,
             },
+            Deduped::NotRun(answer) => (
+                Ok(answer.result),
+                answer.outcome.unwrap_or(Outcome::Unknown),
+            )
+                .into(),
         }
     }
 
@@ -210,20 +218,10 @@ impl Gateway {
             )
                 .into();
         }
-        let timeout = contract
-            .timeout
-            .or(upstream.default_timeout)
-            .unwrap_or(DEFAULT_TIMEOUT);
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
         forwarded.arguments = arguments;
-        // Retrying is only safe when repeating the call cannot do harm.
-        let retries = if contract.idempotent {
-            contract.retries
-        } else {
-            0
-        };
         let attempted = upstream
-            .call_with_retries(forwarded, timeout, retries)
+            .call_with_retries(forwarded, self.timeout_of(contract), retries_of(contract))
             .await;
         // An unavailable upstream answers before anything is sent.
         let attempts = match attempted.result {
@@ -267,6 +265,28 @@ impl Gateway {
                 Outcome::RejectedOutput,
             ),
         }
+    }
+
+    /// A call's timeout: the contract's, else its upstream's, else [`DEFAULT_TIMEOUT`].
+    fn timeout_of(&self, contract: &ToolContract) -> Duration {
+        contract
+            .timeout
+            .or_else(|| {
+                self.upstreams
+                    .get(&contract.upstream)
+                    .and_then(|u| u.default_timeout)
+            })
+            .unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+/// How often a failed call may be retried: retrying is only safe when repeating the call cannot
+/// do harm.
+fn retries_of(contract: &ToolContract) -> u32 {
+    if contract.idempotent {
+        contract.retries
+    } else {
+        0
     }
 }
 

@@ -22,13 +22,10 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use super::Caller;
 use crate::config::{Config, Rate, StateBackend};
 use crate::contract::ToolContract;
+use crate::state::{REDIS_TIMEOUT, RedisState};
 
 /// Idle limiter keys are swept at most this often.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
-/// Bound on connecting to Redis and on each script call: a call waits at most this for its limit.
-const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
-/// Redis failures are logged at most this often (each refused call still says why).
-const LOG_EVERY: Duration = Duration::from_secs(5);
 
 /// The `_meta` key of a refusal's retry hint, in milliseconds.
 pub const RETRY_AFTER_META: &str = "narrowgate/retryAfterMs";
@@ -321,47 +318,16 @@ return {1, 0, 0}
 ";
 
 struct RedisLimits {
-    /// The URL without its password, for messages.
-    shown_url: String,
-    client: Result<redis::Client, String>,
-    connection: tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
+    state: RedisState,
     script: redis::Script,
-    started: Instant,
-    last_log_ms: AtomicU64,
 }
 
 impl RedisLimits {
     fn new(url: &str) -> RedisLimits {
-        let shown_url = redact_password(url);
-        let client = redis::Client::open(url).map_err(|e| format!("bad Redis URL: {e}"));
-        if let Err(e) = &client {
-            tracing::error!(state = %shown_url, "{e}; every rate-limited call will be refused");
-        }
         RedisLimits {
-            shown_url,
-            client,
-            connection: tokio::sync::Mutex::default(),
+            state: RedisState::new(url, "every rate-limited call will be refused"),
             script: redis::Script::new(GCRA_SCRIPT),
-            started: Instant::now(),
-            last_log_ms: AtomicU64::new(u64::MAX),
         }
-    }
-
-    async fn connection(&self) -> Result<redis::aio::MultiplexedConnection, String> {
-        let mut slot = self.connection.lock().await;
-        if let Some(c) = slot.as_ref() {
-            return Ok(c.clone());
-        }
-        let client = self.client.as_ref().map_err(Clone::clone)?;
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(REDIS_TIMEOUT))
-            .set_response_timeout(Some(REDIS_TIMEOUT));
-        let connection = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| e.to_string())?;
-        *slot = Some(connection.clone());
-        Ok(connection)
     }
 
     async fn check(&self, limits: &[Limit<'_>]) -> Result<(), Refusal> {
@@ -377,16 +343,18 @@ impl RedisLimits {
             }
             Err(e) => {
                 // Reconnect on the next call.
-                *self.connection.lock().await = None;
-                let why = format!("Redis at {} is unreachable: {e}", self.shown_url);
-                self.log_failure(&why);
+                self.state.forget().await;
+                let why = format!("Redis at {} is unreachable: {e}", self.state.shown_url());
+                self.state.log_failure(&format!(
+                    "rate limits cannot be checked, calls with a limit are refused (fail closed): {why}"
+                ));
                 Err(Refusal::Unavailable(why))
             }
         }
     }
 
     async fn run_script(&self, limits: &[Limit<'_>]) -> Result<(i64, i64, i64), String> {
-        let mut connection = self.connection().await?;
+        let mut connection = self.state.connection().await?;
         let mut invocation = self.script.prepare_invoke();
         for limit in limits {
             let interval_us = emission_interval(limit.rate).as_micros().max(1);
@@ -399,36 +367,6 @@ impl RedisLimits {
             .await
             .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
             .map_err(|e| e.to_string())
-    }
-
-    fn log_failure(&self, why: &str) {
-        let now_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let last = self.last_log_ms.load(Ordering::Relaxed);
-        let due = last == u64::MAX || now_ms.saturating_sub(last) >= LOG_EVERY.as_millis() as u64;
-        if due
-            && self
-                .last_log_ms
-                .compare_exchange(last, now_ms, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            tracing::error!(
-                "rate limits cannot be checked, calls with a limit are refused (fail closed): {why}"
-            );
-        }
-    }
-}
-
-/// `redis://user:secret@host` → `redis://user:***@host`.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_string(),
     }
 }
 
@@ -554,14 +492,9 @@ mod tests {
     }
 
     #[test]
-    fn emission_interval_and_redaction() {
+    fn emission_intervals() {
         let r = |t: &str| parse_rate(t).expect("rate");
         assert_eq!(emission_interval(r("20/s")), Duration::from_millis(50));
         assert_eq!(emission_interval(r("2/m")), Duration::from_secs(30));
-        assert_eq!(
-            redact_password("redis://u:pw@127.0.0.1:6379/0"),
-            "redis://u:***@127.0.0.1:6379/0"
-        );
-        assert_eq!(redact_password("redis://h:1"), "redis://h:1");
     }
 }

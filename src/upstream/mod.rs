@@ -166,7 +166,7 @@ impl Upstream {
         timeout: Duration,
         retries: u32,
     ) -> Attempted {
-        let mut backoff = Backoff::starting_at(Duration::from_millis(100), Duration::from_secs(2));
+        let mut backoff = Backoff::starting_at(RETRY_BACKOFF_FIRST, RETRY_BACKOFF_MAX);
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -181,6 +181,17 @@ impl Upstream {
             tracing::info!(upstream = %self.name, attempt = attempts, "transient failure, retrying");
             tokio::time::sleep(backoff.next_delay()).await;
         }
+    }
+
+    /// The longest [`call_with_retries`](Self::call_with_retries) can take with `timeout` and
+    /// `retries`: every attempt timing out, and every backoff at its largest jitter. Lets a
+    /// replica waiting for another's call tell "still running" from "never coming back".
+    pub fn longest_call(timeout: Duration, retries: u32) -> Duration {
+        // The jitter adds at most a quarter (see `Backoff::next_delay`).
+        let longest_backoff = RETRY_BACKOFF_MAX.saturating_add(RETRY_BACKOFF_MAX / 4);
+        timeout
+            .saturating_mul(retries.saturating_add(1))
+            .saturating_add(longest_backoff.saturating_mul(retries))
     }
 
     /// Keeps this upstream connected until `stop` is cancelled: connects, lists tools, re-lists
@@ -260,6 +271,11 @@ impl Upstream {
 
 /// Exponential backoff with up to 25% jitter, so restarting children and retried calls do not
 /// move in lockstep.
+/// The backoff between retries of a call: from this…
+const RETRY_BACKOFF_FIRST: Duration = Duration::from_millis(100);
+/// …doubling up to this (before jitter).
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
 struct Backoff {
     first: Duration,
     max: Duration,
@@ -314,4 +330,28 @@ pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Ve
     tokio::time::timeout(within, attempt)
         .await
         .map_err(|_| format!("no answer within {within:?}"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves: [`Upstream::longest_call`] bounds every attempt timing out plus the backoffs that
+    /// really come between them, jitter included, so a waiting replica never gives up on a call
+    /// that is still within its retries.
+    #[test]
+    fn longest_call_covers_every_attempt_and_backoff() {
+        let timeout = Duration::from_millis(300);
+        assert_eq!(Upstream::longest_call(timeout, 0), timeout);
+        for retries in [1_u32, 3, 8] {
+            let mut backoff = Backoff::starting_at(RETRY_BACKOFF_FIRST, RETRY_BACKOFF_MAX);
+            let slept: Duration = (0..retries).map(|_| backoff.next_delay()).sum();
+            let worst = timeout * (retries + 1) + slept;
+            assert!(
+                worst <= Upstream::longest_call(timeout, retries),
+                "{retries} retries: {worst:?} > {:?}",
+                Upstream::longest_call(timeout, retries)
+            );
+        }
+    }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::common::{HttpUpstream, KEY, Raw, free_port, result_text};
-use super::support::{Redis, keys};
+use super::common::{HttpUpstream, KEY, Raw, Redis, free_port, result_text};
+use super::support::keys;
 use super::{BOB, CAROL, V, call, call_once, counter, start_with_file, token};
 
 fn refusal_of(message: &Value) -> (String, u64) {

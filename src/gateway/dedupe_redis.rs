@@ -1,0 +1,683 @@
+//! `dedupe` shared by replicas (SPEC §4.8 with §2 `state: redis://…`): the record of a call lives
+//! in Redis under `narrowgate:dedupe:<sha256(caller, tool, arguments digest)>`, so an identical
+//! call through any replica is answered from it.
+//!
+//! The key goes through three states:
+//! 1. **In flight.** The first call claims the key with `SET NX` (atomically, so of any number of
+//!    replicas exactly one runs the call). Its marker lives `window + longest run + grace`: long
+//!    enough that a replica which died mid-call leaves the key claimed for the whole window, so
+//!    nobody runs the call a second time after a crash.
+//! 2. **Recorded.** When the call ends, its answer replaces the marker for `window`; duplicates
+//!    that were polling replay it. A call that never reached the upstream deletes its marker
+//!    instead, so a repeat (or a waiting duplicate) may run: nothing happened yet.
+//! 3. **Abandoned.** A call whose task is dropped mid-flight replaces its marker with this, so
+//!    duplicates learn at once that its effect is unknown.
+//!
+//! A duplicate that finds a marker polls until the answer appears. It gives up, answering that the
+//! effect is unknown and the call was not repeated, once the marker is overdue: its remaining TTL
+//! (on Redis's clock, so replicas' clocks need not agree) has dropped to the window, meaning the
+//! first call has had its whole longest run plus grace and never recorded anything.
+//!
+//! If Redis cannot be reached, dedupe tools are refused (fail closed), since running the call
+//! could repeat one that another replica ran: the outcome is `upstream_error` (the call could
+//! not be carried out because a service the gateway depends on failed; nothing was sent, so,
+//! unlike `unknown`, retrying later is safe), with a log line at most every few seconds.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::dedupe::{CallKey, Deduped, Recorded, effect_unknown, replayed};
+use crate::receipts::Outcome;
+use crate::state::{REDIS_TIMEOUT, RedisState};
+
+/// How often a duplicate looks for the first call's answer: small next to a tool call, and one
+/// cheap script call per waiting duplicate.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+/// Time a call has beyond its longest run to record its answer (output validation, the Redis
+/// write with its own timeout). Past it, a waiting duplicate concludes the call is lost.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Claims `KEYS[1]` for this call, or says what holds it, atomically (no key can vanish
+/// between the two). ARGV[1]: this call's in-flight marker; ARGV[2]: its lifetime in ms.
+/// Returns `{1, '', 0}` when claimed, else `{0, value, remaining ms}`.
+const CLAIM_SCRIPT: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, '', 0} end
+return {0, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
+";
+
+/// Replaces this call's own marker, and nothing else: if the marker expired and another call
+/// claimed the key, that call's state is left alone. ARGV[1]: the marker; ARGV[2]: the new value
+/// ('' deletes the key); ARGV[3]: its lifetime in ms. Returns 1 if replaced.
+const FINISH_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1
+";
+
+/// What a dedupe key holds, as JSON.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Entry {
+    /// A call is running. `call` makes the marker unique to it (see [`FINISH_SCRIPT`]);
+    /// `window_ms` lets duplicates with another configuration tell when it is overdue.
+    InFlight { call: String, window_ms: u64 },
+    /// The answer to replay.
+    Recorded {
+        result: CallToolResult,
+        /// As in receipts (`ok`, `tool_error`, …).
+        outcome: Option<String>,
+    },
+    /// The call was dropped mid-flight: its effect is unknown.
+    Abandoned,
+}
+
+/// What claiming a key found.
+enum Claim {
+    /// This call holds the key: it runs.
+    Ours,
+    /// Another call does: its entry, and the key's remaining lifetime in ms (-1: none).
+    Taken { value: String, ttl_ms: i64 },
+}
+
+/// The dedupe records of every replica pointed at one Redis.
+pub struct RedisDedupe {
+    /// Shared with the task that marks a dropped call abandoned.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: RedisState,
+    claim: redis::Script,
+    finish: redis::Script,
+}
+
+impl RedisDedupe {
+    pub fn new(url: &str) -> RedisDedupe {
+        RedisDedupe {
+            inner: Arc::new(Inner {
+                state: RedisState::new(url, "every call of a dedupe tool will be refused"),
+                claim: redis::Script::new(CLAIM_SCRIPT),
+                finish: redis::Script::new(FINISH_SCRIPT),
+            }),
+        }
+    }
+
+    /// [`super::dedupe::DedupeCache::run`] across replicas.
+    pub async fn run<T, F>(
+        &self,
+        key: &CallKey,
+        window: Duration,
+        longest_run: Duration,
+        run: F,
+    ) -> Deduped<T>
+    where
+        F: Future<Output = (T, Option<Recorded>)>,
+    {
+        let redis_key = redis_key(key);
+        let window_ms = millis(window);
+        let marker = encode(&Entry::InFlight {
+            call: uuid::Uuid::now_v7().to_string(),
+            window_ms,
+        });
+        let lifetime_ms = millis(window.saturating_add(longest_run).saturating_add(GRACE));
+        // `None` (a timeout too large for the clock): only the marker's own TTL ends the wait.
+        let give_up_at = Instant::now().checked_add(longest_run.saturating_add(GRACE));
+        let mut waited = false;
+        loop {
+            let claim = match self.inner.claim(&redis_key, &marker, lifetime_ms).await {
+                Ok(claim) => claim,
+                Err(why) => {
+                    return Deduped::NotRun(self.unreachable(&key.tool, &why, waited).await);
+                }
+            };
+            let (value, ttl_ms) = match claim {
+                Claim::Ours => break,
+                Claim::Taken { value, ttl_ms } => (value, ttl_ms),
+            };
+            match serde_json::from_str::<Entry>(&value) {
+                Ok(Entry::Recorded { result, outcome }) => {
+                    return Deduped::Replayed(replayed(Recorded {
+                        result,
+                        outcome: outcome.as_deref().and_then(Outcome::parse),
+                    }));
+                }
+                Ok(Entry::InFlight {
+                    window_ms: theirs, ..
+                }) if ttl_ms > i64::try_from(theirs).unwrap_or(i64::MAX)
+                    && give_up_at.is_none_or(|at| Instant::now() < at) =>
+                {
+                    waited = true;
+                    tokio::time::sleep(POLL_EVERY).await;
+                }
+                Ok(Entry::InFlight { .. }) => {
+                    return Deduped::NotRun(effect_unknown(
+                        "an identical call began but its answer was never recorded (its gateway may have stopped)",
+                    ));
+                }
+                Ok(Entry::Abandoned) => {
+                    return Deduped::NotRun(effect_unknown(
+                        "an identical call was in flight and was abandoned",
+                    ));
+                }
+                Err(e) => {
+                    // Not ours to interpret (another version's format?): running could repeat it.
+                    tracing::warn!(key = %redis_key, error = %e, "unreadable dedupe entry in Redis");
+                    return Deduped::NotRun(effect_unknown(
+                        "an identical call left a record this gateway cannot read",
+                    ));
+                }
+            }
+        }
+
+        let mut guard = AbandonOnDrop {
+            inner: self.inner.clone(),
+            key: redis_key.clone(),
+            marker: marker.clone(),
+            window_ms,
+            armed: true,
+        };
+        let (value, record) = run.await;
+        guard.armed = false;
+        // Nothing recorded: the call never reached the upstream, so a repeat may run.
+        let leave = match record {
+            Some(recorded) => encode(&Entry::Recorded {
+                result: recorded.result,
+                outcome: recorded.outcome.map(|o| o.as_str().to_string()),
+            }),
+            None => String::new(),
+        };
+        if let Err(why) = self
+            .inner
+            .finish(&redis_key, &marker, &leave, window_ms)
+            .await
+        {
+            // The call ran; its marker stays, so duplicates answer "effect unknown" rather than
+            // run it again.
+            self.inner.failed(&format!(
+                "the answer of a dedupe call could not be recorded in Redis at {}, so repeats in its window will be answered as of unknown effect: {why}",
+                self.inner.state.shown_url()
+            ))
+            .await;
+        }
+        Deduped::Ran(value)
+    }
+
+    /// The answer when Redis cannot be reached: refused before running (`upstream_error`), or,
+    /// for a duplicate that lost Redis while waiting, of unknown effect (the first call may
+    /// have run).
+    async fn unreachable(&self, tool: &str, why: &str, waited: bool) -> Recorded {
+        let url = self.inner.state.shown_url().to_string();
+        self.inner
+            .failed(&format!(
+                "dedupe records cannot be reached, calls of dedupe tools are refused (fail closed): Redis at {url} is unreachable: {why}"
+            ))
+            .await;
+        if waited {
+            return effect_unknown(&format!(
+                "an identical call was in flight and the dedupe records at {url} became unreachable while waiting for it"
+            ));
+        }
+        Recorded {
+            result: CallToolResult::error(vec![ContentBlock::text(format!(
+                "call refused: `{tool}` runs at most once per window, and its dedupe records at {url} cannot be reached ({why}); nothing was run, so retrying once they are reachable is safe"
+            ))]),
+            outcome: Some(Outcome::UpstreamError),
+        }
+    }
+}
+
+impl Inner {
+    async fn claim(&self, key: &str, marker: &str, lifetime_ms: u64) -> Result<Claim, String> {
+        let mut connection = self.state.connection().await?;
+        let mut invocation = self.claim.prepare_invoke();
+        invocation.key(key).arg(marker).arg(lifetime_ms);
+        let (ours, value, ttl_ms): (i64, String, i64) =
+            tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
+                .await
+                .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
+                .map_err(|e| e.to_string())?;
+        Ok(match ours {
+            1 => Claim::Ours,
+            _ => Claim::Taken { value, ttl_ms },
+        })
+    }
+
+    /// Replaces this call's `marker` with `value` ('' deletes it) for `lifetime_ms`.
+    async fn finish(
+        &self,
+        key: &str,
+        marker: &str,
+        value: &str,
+        lifetime_ms: u64,
+    ) -> Result<(), String> {
+        let mut connection = self.state.connection().await?;
+        let mut invocation = self.finish.prepare_invoke();
+        invocation.key(key).arg(marker).arg(value).arg(lifetime_ms);
+        let _replaced: i64 =
+            tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
+                .await
+                .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
+                .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// After a Redis failure: reconnect next time, and say so in the log (rate-limited).
+    async fn failed(&self, message: &str) {
+        self.state.forget().await;
+        self.state.log_failure(message);
+    }
+}
+
+/// Marks the key abandoned if the running call is dropped (its client went away), so duplicates
+/// learn at once that its effect is unknown instead of waiting until the marker is overdue.
+struct AbandonOnDrop {
+    inner: Arc<Inner>,
+    key: String,
+    marker: String,
+    window_ms: u64,
+    armed: bool,
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Without a runtime (process shutting down) the marker simply becomes overdue.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (inner, key, marker, window_ms) = (
+            self.inner.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.marker),
+            self.window_ms,
+        );
+        runtime.spawn(async move {
+            let abandoned = encode(&Entry::Abandoned);
+            if let Err(why) = inner.finish(&key, &marker, &abandoned, window_ms).await {
+                inner
+                    .failed(&format!(
+                        "a dropped dedupe call could not be marked abandoned: {why}"
+                    ))
+                    .await;
+            }
+        });
+    }
+}
+
+/// `narrowgate:dedupe:<hex sha256>` of the call's identity. Hashed so that callers' names and
+/// tools of any length or content make a fixed-size key, and encoded as a JSON array so no two
+/// identities can run together into the same bytes.
+fn redis_key(key: &CallKey) -> String {
+    let identity = serde_json::json!([key.caller, key.tool, key.arguments]).to_string();
+    format!(
+        "narrowgate:dedupe:{}",
+        hex::encode(Sha256::digest(identity.as_bytes()))
+    )
+}
+
+/// JSON of an entry. Serialising these plain types cannot fail; if it ever did, the entry would
+/// be stored as abandoned: duplicates then answer "effect unknown", never run the call again.
+fn encode(entry: &Entry) -> String {
+    serde_json::to_string(entry).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a dedupe entry could not be serialised; storing it as abandoned");
+        ABANDONED.to_string()
+    })
+}
+
+/// [`Entry::Abandoned`] as JSON, written out so that storing it cannot fail.
+const ABANDONED: &str = r#"{"state":"abandoned"}"#;
+
+/// Whole milliseconds, at least 1 (Redis refuses `PX 0`).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use serde_json::{Value, json};
+
+    const WINDOW: Duration = Duration::from_secs(60);
+    const LONGEST: Duration = Duration::from_secs(2);
+
+    /// A real `redis-server` on a free loopback port, without persistence, killed on drop.
+    struct Redis {
+        child: Child,
+        url: String,
+    }
+
+    impl Redis {
+        fn start() -> Redis {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("free port");
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server on PATH (apt-get install redis-server)");
+            let redis = Redis {
+                child,
+                url: format!("redis://127.0.0.1:{port}"),
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            redis
+        }
+    }
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn key(args: &str) -> CallKey {
+        CallKey {
+            caller: "c".into(),
+            tool: "t".into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn ok(count: u32) -> Recorded {
+        Recorded {
+            result: CallToolResult::structured(json!({"count": count})),
+            outcome: Some(Outcome::Ok),
+        }
+    }
+
+    /// A call that counts its runs and records `{"count": n}` after `delay`.
+    async fn counted(runs: &AtomicU32, delay: Duration, record: bool) -> ((), Option<Recorded>) {
+        let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+        tokio::time::sleep(delay).await;
+        ((), record.then(|| ok(n)))
+    }
+
+    fn text(r: &Recorded) -> String {
+        serde_json::to_value(&r.result).expect("json")["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Proves: a call recorded through one replica is replayed by another (same structured
+    /// content and outcome, marked replayed) without running, while other arguments run.
+    #[tokio::test]
+    async fn a_call_recorded_by_one_replica_is_replayed_by_another() {
+        let redis = Redis::start();
+        let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+        let runs = AtomicU32::new(0);
+        let first = a
+            .run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await;
+        assert!(matches!(first, Deduped::Ran(())));
+        match b
+            .run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await
+        {
+            Deduped::Replayed(r) => {
+                assert_eq!(r.result.structured_content, Some(json!({"count": 1})));
+                assert_eq!(r.outcome, Some(Outcome::Ok));
+                let meta = r.result.meta.expect("meta");
+                assert_eq!(meta.0.get("narrowgate/replayed"), Some(&Value::Bool(true)));
+            }
+            _ => panic!("the repeat through the other replica was not replayed"),
+        }
+        assert!(matches!(
+            b.run(
+                &key("y"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true)
+            )
+            .await,
+            Deduped::Ran(())
+        ));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    /// Proves: a duplicate arriving through another replica while the first call runs waits for
+    /// it and replays its answer: the call runs once.
+    #[tokio::test]
+    async fn a_duplicate_on_another_replica_waits_for_the_first() {
+        let redis = Redis::start();
+        let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+        let runs = AtomicU32::new(0);
+        let x = key("x");
+        let slow = a.run(
+            &x,
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::from_millis(300), true),
+        );
+        let late = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            b.run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await
+        };
+        let (first, second) = tokio::join!(slow, late);
+        assert!(matches!(first, Deduped::Ran(())));
+        match second {
+            Deduped::Replayed(r) => {
+                assert_eq!(r.result.structured_content, Some(json!({"count": 1})));
+            }
+            _ => panic!("the duplicate did not replay the first call"),
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    /// Proves: a call that recorded nothing (it never reached the upstream) frees its key: a
+    /// duplicate that was waiting runs, and so does a later repeat.
+    #[tokio::test]
+    async fn an_unrecorded_call_lets_duplicates_run() {
+        let redis = Redis::start();
+        let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+        let runs = AtomicU32::new(0);
+        let x = key("x");
+        let first = a.run(
+            &x,
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::from_millis(200), false),
+        );
+        let waiting = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            b.run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, false),
+            )
+            .await
+        };
+        let (first, waiting) = tokio::join!(first, waiting);
+        assert!(matches!(
+            (first, waiting),
+            (Deduped::Ran(()), Deduped::Ran(()))
+        ));
+        assert!(matches!(
+            a.run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true)
+            )
+            .await,
+            Deduped::Ran(())
+        ));
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+    }
+
+    /// Proves: when the replica running a call is gone (its marker overdue: it never recorded
+    /// an answer), a duplicate answers "effect unknown" with outcome `unknown` and does not run
+    /// the call, and it stops waiting once the marker is overdue, not later.
+    #[tokio::test]
+    async fn a_call_lost_with_its_replica_is_not_repeated() {
+        let redis = Redis::start();
+        let b = RedisDedupe::new(&redis.url);
+        // What a replica that died 300 ms before its deadline leaves behind.
+        let marker = encode(&Entry::InFlight {
+            call: "dead".into(),
+            window_ms: millis(WINDOW),
+        });
+        let claimed = b
+            .inner
+            .claim(&redis_key(&key("x")), &marker, millis(WINDOW) + 300)
+            .await
+            .expect("claim");
+        assert!(matches!(claimed, Claim::Ours));
+        let runs = AtomicU32::new(0);
+        let started = Instant::now();
+        match b
+            .run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await
+        {
+            Deduped::NotRun(r) => {
+                assert_eq!(r.outcome, Some(Outcome::Unknown));
+                assert!(
+                    text(&r).contains("effect is unknown, so it was not repeated"),
+                    "{}",
+                    text(&r)
+                );
+            }
+            _ => panic!("a call of unknown effect was run again or replayed"),
+        }
+        let waited = started.elapsed();
+        assert!(
+            (Duration::from_millis(200)..Duration::from_millis(1500)).contains(&waited),
+            "waited {waited:?}"
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    }
+
+    /// Proves: a call dropped mid-flight (its client went away) marks its key abandoned, so a
+    /// duplicate answers "effect unknown" at once instead of running it or waiting out the
+    /// call's whole time.
+    #[tokio::test]
+    async fn a_dropped_call_is_marked_abandoned() {
+        let redis = Redis::start();
+        let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+        let runs = AtomicU32::new(0);
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(100),
+            a.run(
+                &key("x"),
+                WINDOW,
+                Duration::from_secs(30),
+                counted(&runs, Duration::from_secs(10), true),
+            ),
+        )
+        .await;
+        assert!(dropped.is_err(), "the slow call was dropped");
+        let started = Instant::now();
+        match b
+            .run(
+                &key("x"),
+                WINDOW,
+                Duration::from_secs(30),
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await
+        {
+            Deduped::NotRun(r) => {
+                assert_eq!(r.outcome, Some(Outcome::Unknown));
+                assert!(text(&r).contains("abandoned"), "{}", text(&r));
+            }
+            _ => panic!("the duplicate of an abandoned call was run or replayed"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    /// Proves: with Redis unreachable a dedupe call is refused before running (outcome
+    /// `upstream_error`, a message naming the state URL and saying nothing ran).
+    #[tokio::test]
+    async fn redis_down_refuses_the_call_without_running_it() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let a = RedisDedupe::new(&format!("redis://127.0.0.1:{port}"));
+        let runs = AtomicU32::new(0);
+        match a
+            .run(
+                &key("x"),
+                WINDOW,
+                LONGEST,
+                counted(&runs, Duration::ZERO, true),
+            )
+            .await
+        {
+            Deduped::NotRun(r) => {
+                assert_eq!(r.outcome, Some(Outcome::UpstreamError));
+                let t = text(&r);
+                assert!(
+                    t.contains("cannot be reached")
+                        && t.contains(&format!("127.0.0.1:{port}"))
+                        && t.contains("nothing was run"),
+                    "{t}"
+                );
+            }
+            _ => panic!("ran without its dedupe records"),
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    }
+
+    /// Proves: the key depends on caller, tool and arguments, each kept apart, and has a fixed
+    /// shape whatever they contain.
+    #[test]
+    fn keys_separate_callers_tools_and_arguments() {
+        let k = |c: &str, t: &str, a: &str| {
+            redis_key(&CallKey {
+                caller: c.into(),
+                tool: t.into(),
+                arguments: a.into(),
+            })
+        };
+        let base = k("c", "t", "a");
+        assert!(base.starts_with("narrowgate:dedupe:") && base.len() == 18 + 64);
+        assert_ne!(base, k("d", "t", "a"));
+        assert_ne!(base, k("c", "u", "a"));
+        assert_ne!(base, k("c", "t", "b"));
+        assert_ne!(k("ab", "c", "a"), k("a", "bc", "a"));
+        assert_eq!(base, k("c", "t", "a"));
+    }
+}

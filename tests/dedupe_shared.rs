@@ -1,0 +1,234 @@
+//! `dedupe` across replicas (SPEC §4.8 with §2 `state: redis://…`) against the real binary: two
+//! gateways share a real `redis-server` and sit in front of ONE demo upstream over HTTP, whose
+//! process-wide counter shows how often a call really ran.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Gateway, HttpUpstream, KEY, Redis, free_port, hash_key};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const CONTRACT: &str = r#"upstream: demo
+tools:
+  count_once:
+    upstream_tool: counter
+    privilege: write
+    dedupe: 60s
+    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
+  count_once_quickly:
+    upstream_tool: counter
+    privilege: write
+    timeout: 1s
+    dedupe: 60s
+    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
+  peek_counter:
+    privilege: read
+  echo:
+    privilege: read
+    input: { type: object, properties: { message: { type: string } }, required: [message] }
+"#;
+
+/// A gateway in front of `upstream` with its state in Redis at `port`.
+fn start(upstream: &HttpUpstream, port: u16) -> Gateway {
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\nstate: redis://127.0.0.1:{port}\n",
+        upstream.url,
+        hash_key(KEY)
+    );
+    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
+}
+
+async fn client(url: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(KEY);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects")
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    params
+}
+
+async fn call(c: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
+    c.call_tool(params(name, args))
+        .await
+        .expect("the gateway answers")
+}
+
+fn text(r: &CallToolResult) -> String {
+    common::result_text(&serde_json::to_value(r).expect("json"))
+}
+
+fn replayed(r: &CallToolResult) -> bool {
+    r.meta
+        .as_ref()
+        .and_then(|m| m.0.get("narrowgate/replayed"))
+        .is_some_and(|v| *v == json!(true))
+}
+
+/// The upstream's counter (peek_counter has no `dedupe`, so it always reaches the upstream).
+async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
+    let r = call(c, "peek_counter", json!({})).await;
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s["count"].as_u64())
+        .unwrap_or_else(|| panic!("peek_counter answers a count: {r:?}"))
+}
+
+/// Proves: a call made through gateway A is answered by gateway B, for the identical call, from
+/// A's record: marked `_meta.narrowgate/replayed`, with the same structuredContent, and the
+/// upstream ran it once; the same tool with other arguments still runs through B.
+#[tokio::test]
+async fn a_call_through_one_gateway_is_replayed_by_the_other() {
+    let redis = Redis::start_on(free_port());
+    let upstream = HttpUpstream::start(&[]);
+    let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
+    let (ca, cb) = (client(&a.url).await, client(&b.url).await);
+    let before = counter(&ca).await;
+
+    let first = call(&ca, "count_once", json!({"delay_ms": 1})).await;
+    assert_ne!(first.is_error, Some(true), "{first:?}");
+    assert!(!replayed(&first), "{first:?}");
+    let second = call(&cb, "count_once", json!({"delay_ms": 1})).await;
+    assert!(replayed(&second), "B ran the call again: {second:?}");
+    assert_eq!(second.structured_content, first.structured_content);
+    assert_eq!(counter(&cb).await, before + 1, "the upstream ran it twice");
+
+    let other = call(&cb, "count_once", json!({"delay_ms": 2})).await;
+    assert!(!replayed(&other), "{other:?}");
+    assert_eq!(counter(&ca).await, before + 2);
+}
+
+/// Proves: identical calls arriving concurrently through both gateways (the first still in
+/// flight, 400 ms) all get one answer, and the upstream ran the call once.
+#[tokio::test]
+async fn concurrent_duplicates_through_two_gateways_run_once() {
+    let redis = Redis::start_on(free_port());
+    let upstream = HttpUpstream::start(&[]);
+    let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
+    let before = counter(&client(&a.url).await).await;
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let url = if i % 2 == 0 {
+            a.url.clone()
+        } else {
+            b.url.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            let c = client(&url).await;
+            call(&c, "count_once", json!({"delay_ms": 400})).await
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.expect("task"));
+    }
+    let first = results[0].structured_content.clone();
+    assert!(first.is_some(), "{:?}", results[0]);
+    assert!(
+        results.iter().all(|r| r.structured_content == first),
+        "{results:?}"
+    );
+    assert_eq!(
+        results.iter().filter(|r| !replayed(r)).count(),
+        1,
+        "exactly one answer is not a replay: {results:?}"
+    );
+    assert_eq!(
+        counter(&client(&b.url).await).await,
+        before + 1,
+        "the upstream ran more than once"
+    );
+}
+
+/// Proves: when the gateway running a call dies before recording its answer, the identical call
+/// through the other gateway is not run again: once the first call's time (timeout + grace) is
+/// up, it answers a tool error saying the effect is unknown (outcome `unknown`), and keeps doing
+/// so for later repeats; the upstream ran the call once.
+#[tokio::test]
+async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
+    let redis = Redis::start_on(free_port());
+    let upstream = HttpUpstream::start(&[]);
+    let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
+    let cb = client(&b.url).await;
+    let before = counter(&cb).await;
+    let ca = client(&a.url).await;
+    let doomed = tokio::spawn(async move {
+        // Counts at once, then answers after 800 ms: within its 1 s timeout, too late for A.
+        let _ = ca
+            .call_tool(params("count_once_quickly", json!({"delay_ms": 800})))
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(a); // killed mid-call: it never records the answer
+    let started = Instant::now();
+    let r = call(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
+    let waited = started.elapsed();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(
+        text(&r).contains("its effect is unknown, so it was not repeated"),
+        "{r:?}"
+    );
+    // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, ~0.3 s before B asked.
+    assert!(
+        (Duration::from_secs(4)..Duration::from_secs(9)).contains(&waited),
+        "waited {waited:?}"
+    );
+    let again = call(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
+    assert!(text(&again).contains("effect is unknown"), "{again:?}");
+    assert_eq!(
+        counter(&cb).await,
+        before + 1,
+        "the lost call was run again"
+    );
+    assert!(b.log().contains("outcome=unknown"), "{}", b.log());
+    doomed.abort();
+}
+
+/// Proves: with `state: redis://…` and Redis unreachable, a dedupe tool is refused with a clear
+/// tool error (naming the state and saying nothing ran; outcome `upstream_error`) and a
+/// "fail closed" log line, without reaching the upstream, while tools without `dedupe` or limits
+/// still work; once Redis is up the dedupe tool runs again by itself.
+#[tokio::test]
+async fn redis_down_refuses_dedupe_tools_only() {
+    let port = free_port();
+    let upstream = HttpUpstream::start(&[]);
+    let gw = start(&upstream, port);
+    let c = client(&gw.url).await;
+    let before = counter(&c).await;
+    let refused = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    let t = text(&refused);
+    assert!(
+        t.contains("cannot be reached")
+            && t.contains(&format!("127.0.0.1:{port}"))
+            && t.contains("nothing was run"),
+        "{t}"
+    );
+    let echo = call(&c, "echo", json!({"message": "still here"})).await;
+    assert_ne!(echo.is_error, Some(true), "{echo:?}");
+    assert_eq!(
+        counter(&c).await,
+        before,
+        "the refused call reached the upstream"
+    );
+    let log = gw.log();
+    assert!(
+        log.contains("fail closed") && log.contains("outcome=upstream_error"),
+        "{log}"
+    );
+
+    let _redis = Redis::start_on(port);
+    let ran = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    assert_ne!(ran.is_error, Some(true), "{ran:?}");
+    assert!(!replayed(&ran), "{ran:?}");
+    assert_eq!(counter(&c).await, before + 1);
+}
