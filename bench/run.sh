@@ -237,14 +237,12 @@ if [ "$WITH_MCP_PROXY" = 1 ]; then
     # shellcheck source=bench/gateways/mcp-proxy.sh
     source "$BENCH/gateways/mcp-proxy.sh"
     mcp_proxy_start "$UP_LEGACY_URL" "$UP_STATELESS_URL"   # sets MP_PID MP_URL_* MP_TOOL_*
-    PIDS+=("$MP_PID")
     add_target mcp-proxy "$MP_URL_LEGACY" "$MP_URL_STATELESS" "$MP_TOOL_LEGACY" "$MP_TOOL_STATELESS" gateway "$MP_PID"
 fi
 if [ "$WITH_CONTEXTFORGE" = 1 ]; then
     # shellcheck source=bench/gateways/contextforge.sh
     source "$BENCH/gateways/contextforge.sh"
     contextforge_start "$UP_LEGACY_URL" "$UP_STATELESS_URL"  # sets CF_PID CF_URL_* CF_TOOL_* CF_TOKEN
-    PIDS+=("$CF_PID")
     add_target contextforge "$CF_URL_LEGACY" "$CF_URL_STATELESS" "$CF_TOOL_LEGACY" "$CF_TOOL_STATELESS" gateway "$CF_PID"
 fi
 

@@ -51,6 +51,7 @@ contextforge_start() {
     (cd "$dir" && exec env "${settings[@]}" "$CF_HOME/bin/mcpgateway" --host 127.0.0.1 --port "$port") \
         >"$dir/contextforge.log" 2>&1 &
     CF_PID=$!
+    PIDS+=("$CF_PID")   # run.sh stops it on exit, even if the set-up below fails
     local base="http://127.0.0.1:$port"
     for _ in $(seq 300); do
         curl -fsS --max-time 1 "$base/health" >/dev/null 2>&1 && break
