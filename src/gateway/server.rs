@@ -67,9 +67,21 @@ impl ServerHandler for McpHandler {
         let mut changes = self.live.current().watch_tools();
         changes.mark_unchanged();
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if context.peer.notify_tool_list_changed().await.is_err() {
-                    break;
+            // Checked every few seconds too, so the task ends with its session even when the
+            // tools never change (one task per closed session would otherwise pile up).
+            let mut alive = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || context.peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    _ = alive.tick() => {
+                        if context.peer.is_transport_closed() {
+                            break;
+                        }
+                    }
                 }
             }
         });

@@ -110,7 +110,14 @@ pub async fn connect(
                 .custom_headers(custom)
                 .reinit_on_expired_session(true)
                 .max_concurrent_requests(256);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            // rmcp's default client keeps no idle connection: one TCP connection per call.
+            let http = reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .pool_max_idle_per_host(256)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+            let transport = StreamableHttpClientTransport::with_client(http, config);
             handler
                 .serve(transport)
                 .await
