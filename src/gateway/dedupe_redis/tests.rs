@@ -1,0 +1,341 @@
+//! Tests of the Redis dedupe backend against a real redis-server.
+
+use super::*;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Value, json};
+
+const WINDOW: Duration = Duration::from_secs(60);
+const LONGEST: Duration = Duration::from_secs(2);
+
+/// A real `redis-server` on a free loopback port, without persistence, killed on drop.
+struct Redis {
+    child: Child,
+    url: String,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (apt-get install redis-server)");
+        let redis = Redis {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        redis
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn key(args: &str) -> CallKey {
+    CallKey {
+        caller: "c".into(),
+        tool: "t".into(),
+        arguments: args.into(),
+    }
+}
+
+fn ok(count: u32) -> Recorded {
+    Recorded {
+        result: CallToolResult::structured(json!({"count": count})),
+        outcome: Some(Outcome::Ok),
+    }
+}
+
+/// A call that counts its runs and records `{"count": n}` after `delay`.
+async fn counted(runs: &AtomicU32, delay: Duration, record: bool) -> ((), Option<Recorded>) {
+    let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+    tokio::time::sleep(delay).await;
+    ((), record.then(|| ok(n)))
+}
+
+fn text(r: &Recorded) -> String {
+    serde_json::to_value(&r.result).expect("json")["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Proves: a call recorded through one replica is replayed by another (same structured
+/// content and outcome, marked replayed) without running, while other arguments run.
+#[tokio::test]
+async fn a_call_recorded_by_one_replica_is_replayed_by_another() {
+    let redis = Redis::start();
+    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+    let runs = AtomicU32::new(0);
+    let first = a
+        .run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await;
+    assert!(matches!(first, Deduped::Ran(())));
+    match b
+        .run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await
+    {
+        Deduped::Replayed(r) => {
+            assert_eq!(r.result.structured_content, Some(json!({"count": 1})));
+            assert_eq!(r.outcome, Some(Outcome::Ok));
+            let meta = r.result.meta.expect("meta");
+            assert_eq!(meta.0.get("narrowgate/replayed"), Some(&Value::Bool(true)));
+        }
+        _ => panic!("the repeat through the other replica was not replayed"),
+    }
+    assert!(matches!(
+        b.run(
+            &key("y"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true)
+        )
+        .await,
+        Deduped::Ran(())
+    ));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// Proves: a duplicate arriving through another replica while the first call runs waits for
+/// it and replays its answer: the call runs once.
+#[tokio::test]
+async fn a_duplicate_on_another_replica_waits_for_the_first() {
+    let redis = Redis::start();
+    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+    let runs = AtomicU32::new(0);
+    let x = key("x");
+    let slow = a.run(
+        &x,
+        WINDOW,
+        LONGEST,
+        counted(&runs, Duration::from_millis(300), true),
+    );
+    let late = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await
+    };
+    let (first, second) = tokio::join!(slow, late);
+    assert!(matches!(first, Deduped::Ran(())));
+    match second {
+        Deduped::Replayed(r) => {
+            assert_eq!(r.result.structured_content, Some(json!({"count": 1})));
+        }
+        _ => panic!("the duplicate did not replay the first call"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// Proves: a call that recorded nothing (it never reached the upstream) frees its key: a
+/// duplicate that was waiting runs, and so does a later repeat.
+#[tokio::test]
+async fn an_unrecorded_call_lets_duplicates_run() {
+    let redis = Redis::start();
+    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+    let runs = AtomicU32::new(0);
+    let x = key("x");
+    let first = a.run(
+        &x,
+        WINDOW,
+        LONGEST,
+        counted(&runs, Duration::from_millis(200), false),
+    );
+    let waiting = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, false),
+        )
+        .await
+    };
+    let (first, waiting) = tokio::join!(first, waiting);
+    assert!(matches!(
+        (first, waiting),
+        (Deduped::Ran(()), Deduped::Ran(()))
+    ));
+    assert!(matches!(
+        a.run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true)
+        )
+        .await,
+        Deduped::Ran(())
+    ));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+/// Proves: when the replica running a call is gone (its marker overdue: it never recorded
+/// an answer), a duplicate answers "effect unknown" with outcome `unknown` and does not run
+/// the call, and it stops waiting once the marker is overdue, not later.
+#[tokio::test]
+async fn a_call_lost_with_its_replica_is_not_repeated() {
+    let redis = Redis::start();
+    let b = RedisDedupe::new(&redis.url);
+    // What a replica that died 300 ms before its deadline leaves behind.
+    let marker = encode(&Entry::InFlight {
+        call: "dead".into(),
+        window_ms: millis(WINDOW),
+    });
+    let claimed = b
+        .inner
+        .claim(&redis_key(&key("x")), &marker, millis(WINDOW) + 300)
+        .await
+        .expect("claim");
+    assert!(matches!(claimed, Claim::Ours));
+    let runs = AtomicU32::new(0);
+    let started = Instant::now();
+    match b
+        .run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await
+    {
+        Deduped::NotRun(r) => {
+            assert_eq!(r.outcome, Some(Outcome::Unknown));
+            assert!(
+                text(&r).contains("effect is unknown, so it was not repeated"),
+                "{}",
+                text(&r)
+            );
+        }
+        _ => panic!("a call of unknown effect was run again or replayed"),
+    }
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_millis(200)..Duration::from_millis(1500)).contains(&waited),
+        "waited {waited:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Proves: a call dropped mid-flight (its client went away) marks its key abandoned, so a
+/// duplicate answers "effect unknown" at once instead of running it or waiting out the
+/// call's whole time.
+#[tokio::test]
+async fn a_dropped_call_is_marked_abandoned() {
+    let redis = Redis::start();
+    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
+    let runs = AtomicU32::new(0);
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        a.run(
+            &key("x"),
+            WINDOW,
+            Duration::from_secs(30),
+            counted(&runs, Duration::from_secs(10), true),
+        ),
+    )
+    .await;
+    assert!(dropped.is_err(), "the slow call was dropped");
+    let started = Instant::now();
+    match b
+        .run(
+            &key("x"),
+            WINDOW,
+            Duration::from_secs(30),
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await
+    {
+        Deduped::NotRun(r) => {
+            assert_eq!(r.outcome, Some(Outcome::Unknown));
+            assert!(text(&r).contains("abandoned"), "{}", text(&r));
+        }
+        _ => panic!("the duplicate of an abandoned call was run or replayed"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// Proves: with Redis unreachable a dedupe call is refused before running (outcome
+/// `upstream_error`, a message naming the state URL and saying nothing ran).
+#[tokio::test]
+async fn redis_down_refuses_the_call_without_running_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let a = RedisDedupe::new(&format!("redis://127.0.0.1:{port}"));
+    let runs = AtomicU32::new(0);
+    match a
+        .run(
+            &key("x"),
+            WINDOW,
+            LONGEST,
+            counted(&runs, Duration::ZERO, true),
+        )
+        .await
+    {
+        Deduped::NotRun(r) => {
+            assert_eq!(r.outcome, Some(Outcome::UpstreamError));
+            let t = text(&r);
+            assert!(
+                t.contains("cannot be reached")
+                    && t.contains(&format!("127.0.0.1:{port}"))
+                    && t.contains("nothing was run"),
+                "{t}"
+            );
+        }
+        _ => panic!("ran without its dedupe records"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Proves: the key depends on caller, tool and arguments, each kept apart, and has a fixed
+/// shape whatever they contain.
+#[test]
+fn keys_separate_callers_tools_and_arguments() {
+    let k = |c: &str, t: &str, a: &str| {
+        redis_key(&CallKey {
+            caller: c.into(),
+            tool: t.into(),
+            arguments: a.into(),
+        })
+    };
+    let base = k("c", "t", "a");
+    assert!(base.starts_with("narrowgate:dedupe:") && base.len() == 18 + 64);
+    assert_ne!(base, k("d", "t", "a"));
+    assert_ne!(base, k("c", "u", "a"));
+    assert_ne!(base, k("c", "t", "b"));
+    assert_ne!(k("ab", "c", "a"), k("a", "bc", "a"));
+    assert_eq!(base, k("c", "t", "a"));
+}
