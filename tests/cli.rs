@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use common::{demo_upstream_bin, free_port};
+use common::{demo_stdio_config, free_port};
 use serde_json::{Value, json};
 
 /// Runs `narrowgate ARGS`, feeding `stdin` when given.
@@ -88,11 +88,9 @@ impl Setup {
     }
 }
 
+/// The demo upstream over stdio as `demo`, no callers.
 fn demo_stdio() -> String {
-    format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n",
-        demo_upstream_bin().display()
-    )
+    demo_stdio_config("", "")
 }
 
 fn tool_row<'a>(report: &'a Value, tool: &str) -> &'a Value {
@@ -413,6 +411,47 @@ fn check_json_has_stable_fields() {
                 assert!(row.get(key).is_some(), "tool row lacks {key}: {row}");
             }
         }
+    }
+}
+
+/// Proves: a reader that stops after a few bytes (`narrowgate check --json | head -c 10`) ends
+/// the output quietly: no panic, no error message, the check's own exit status; the table too.
+#[test]
+fn check_into_a_pipe_closed_early_exits_quietly() {
+    // So many tools that the report outgrows a pipe's buffer (64 KiB on Linux): the command is
+    // still writing when the reader goes away, whatever the timing.
+    let contracts: Vec<(String, String)> = (0..1000)
+        .map(|i| {
+            let name = format!("w{i}");
+            (format!("{name}.yaml"), weather(&name, "Chicago", ""))
+        })
+        .collect();
+    let contracts: Vec<(&str, &str)> = contracts
+        .iter()
+        .map(|(file, text)| (file.as_str(), text.as_str()))
+        .collect();
+    let setup = Setup::new(&demo_stdio(), &contracts);
+    let config = setup.config();
+    for extra in [&["--json"][..], &[][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+            .args(["check", "--config"])
+            .arg(&config)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start narrowgate check");
+        let mut report = child.stdout.take().expect("stdout");
+        let mut first = [0u8; 10];
+        report.read_exact(&mut first).expect("the report starts");
+        drop(report);
+        let out = child.wait_with_output().expect("narrowgate runs");
+        let errors = stderr(&out);
+        assert!(!errors.contains("panicked"), "{extra:?}: {errors}");
+        assert_ne!(out.status.code(), Some(101), "{extra:?}: {errors}");
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {errors}");
+        assert!(errors.is_empty(), "{extra:?}: {errors}");
     }
 }
 

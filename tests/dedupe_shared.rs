@@ -6,13 +6,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Gateway, HttpUpstream, KEY, Redis, free_port, hash_key};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use common::{
+    Gateway, HttpUpstream, KEY, Redis, assert_same_structured_content, call_answered, call_ok,
+    callers, client, concurrent_calls, counter, free_port, text_of, tool_params,
+};
+use rmcp::model::CallToolResult;
+use serde_json::json;
 
 const CONTRACT: &str = r#"upstream: demo
 tools:
@@ -37,34 +36,11 @@ tools:
 /// A gateway in front of `upstream` with its state in Redis at `port`.
 fn start(upstream: &HttpUpstream, port: u16) -> Gateway {
     let config = format!(
-        "upstreams:\n  demo:\n    url: {}\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\nstate: redis://127.0.0.1:{port}\n",
+        "upstreams:\n  demo:\n    url: {}\n{}state: redis://127.0.0.1:{port}\n",
         upstream.url,
-        hash_key(KEY)
+        callers(&[])
     );
     Gateway::start(&config, &[("demo.yaml", CONTRACT)])
-}
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(KEY);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects")
-}
-
-fn params(name: &str, args: Value) -> CallToolRequestParams {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    params
-}
-
-async fn call(c: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
-    c.call_tool(params(name, args))
-        .await
-        .expect("the gateway answers")
-}
-
-fn text(r: &CallToolResult) -> String {
-    common::result_text(&serde_json::to_value(r).expect("json"))
 }
 
 fn replayed(r: &CallToolResult) -> bool {
@@ -72,15 +48,6 @@ fn replayed(r: &CallToolResult) -> bool {
         .as_ref()
         .and_then(|m| m.0.get("narrowgate/replayed"))
         .is_some_and(|v| *v == json!(true))
-}
-
-/// The upstream's counter (peek_counter has no `dedupe`, so it always reaches the upstream).
-async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
-    let r = call(c, "peek_counter", json!({})).await;
-    r.structured_content
-        .as_ref()
-        .and_then(|s| s["count"].as_u64())
-        .unwrap_or_else(|| panic!("peek_counter answers a count: {r:?}"))
 }
 
 /// Proves: a call made through gateway A is answered by gateway B, for the identical call, from
@@ -91,18 +58,17 @@ async fn a_call_through_one_gateway_is_replayed_by_the_other() {
     let redis = Redis::start_on(free_port());
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
-    let (ca, cb) = (client(&a.url).await, client(&b.url).await);
+    let (ca, cb) = (client(&a.url, KEY).await, client(&b.url, KEY).await);
     let before = counter(&ca).await;
 
-    let first = call(&ca, "count_once", json!({"delay_ms": 1})).await;
-    assert_ne!(first.is_error, Some(true), "{first:?}");
+    let first = call_ok(&ca, "count_once", json!({"delay_ms": 1})).await;
     assert!(!replayed(&first), "{first:?}");
-    let second = call(&cb, "count_once", json!({"delay_ms": 1})).await;
+    let second = call_answered(&cb, "count_once", json!({"delay_ms": 1})).await;
     assert!(replayed(&second), "B ran the call again: {second:?}");
     assert_eq!(second.structured_content, first.structured_content);
     assert_eq!(counter(&cb).await, before + 1, "the upstream ran it twice");
 
-    let other = call(&cb, "count_once", json!({"delay_ms": 2})).await;
+    let other = call_answered(&cb, "count_once", json!({"delay_ms": 2})).await;
     assert!(!replayed(&other), "{other:?}");
     assert_eq!(counter(&ca).await, before + 2);
 }
@@ -114,36 +80,17 @@ async fn concurrent_duplicates_through_two_gateways_run_once() {
     let redis = Redis::start_on(free_port());
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
-    let before = counter(&client(&a.url).await).await;
-    let mut tasks = Vec::new();
-    for i in 0..6 {
-        let url = if i % 2 == 0 {
-            a.url.clone()
-        } else {
-            b.url.clone()
-        };
-        tasks.push(tokio::spawn(async move {
-            let c = client(&url).await;
-            call(&c, "count_once", json!({"delay_ms": 400})).await
-        }));
-    }
-    let mut results = Vec::new();
-    for t in tasks {
-        results.push(t.await.expect("task"));
-    }
-    let first = results[0].structured_content.clone();
-    assert!(first.is_some(), "{:?}", results[0]);
-    assert!(
-        results.iter().all(|r| r.structured_content == first),
-        "{results:?}"
-    );
+    let before = counter(&client(&a.url, KEY).await).await;
+    let urls = [a.url.as_str(), b.url.as_str()].repeat(3);
+    let results = concurrent_calls(&urls, "count_once", json!({"delay_ms": 400})).await;
+    assert_same_structured_content(&results);
     assert_eq!(
         results.iter().filter(|r| !replayed(r)).count(),
         1,
         "exactly one answer is not a replay: {results:?}"
     );
     assert_eq!(
-        counter(&client(&b.url).await).await,
+        counter(&client(&b.url, KEY).await).await,
         before + 1,
         "the upstream ran more than once"
     );
@@ -158,23 +105,23 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
     let redis = Redis::start_on(free_port());
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
-    let cb = client(&b.url).await;
+    let cb = client(&b.url, KEY).await;
     let before = counter(&cb).await;
-    let ca = client(&a.url).await;
+    let ca = client(&a.url, KEY).await;
     let doomed = tokio::spawn(async move {
         // Counts at once, then answers after 800 ms: within its 1 s timeout, too late for A.
         let _ = ca
-            .call_tool(params("count_once_quickly", json!({"delay_ms": 800})))
+            .call_tool(tool_params("count_once_quickly", json!({"delay_ms": 800})))
             .await;
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(a); // killed mid-call: it never records the answer
     let started = Instant::now();
-    let r = call(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
+    let r = call_answered(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
     let waited = started.elapsed();
     assert_eq!(r.is_error, Some(true), "{r:?}");
     assert!(
-        text(&r).contains("its effect is unknown, so it was not repeated"),
+        text_of(&r).contains("its effect is unknown, so it was not repeated"),
         "{r:?}"
     );
     // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, ~0.3 s before B asked.
@@ -182,8 +129,8 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
         (Duration::from_secs(4)..Duration::from_secs(9)).contains(&waited),
         "waited {waited:?}"
     );
-    let again = call(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
-    assert!(text(&again).contains("effect is unknown"), "{again:?}");
+    let again = call_answered(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
+    assert!(text_of(&again).contains("effect is unknown"), "{again:?}");
     assert_eq!(
         counter(&cb).await,
         before + 1,
@@ -202,19 +149,18 @@ async fn redis_down_refuses_dedupe_tools_only() {
     let port = free_port();
     let upstream = HttpUpstream::start(&[]);
     let gw = start(&upstream, port);
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let before = counter(&c).await;
-    let refused = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    let refused = call_answered(&c, "count_once", json!({"delay_ms": 1})).await;
     assert_eq!(refused.is_error, Some(true), "{refused:?}");
-    let t = text(&refused);
+    let t = text_of(&refused);
     assert!(
         t.contains("cannot be reached")
             && t.contains(&format!("127.0.0.1:{port}"))
             && t.contains("nothing was run"),
         "{t}"
     );
-    let echo = call(&c, "echo", json!({"message": "still here"})).await;
-    assert_ne!(echo.is_error, Some(true), "{echo:?}");
+    call_ok(&c, "echo", json!({"message": "still here"})).await;
     assert_eq!(
         counter(&c).await,
         before,
@@ -227,8 +173,7 @@ async fn redis_down_refuses_dedupe_tools_only() {
     );
 
     let _redis = Redis::start_on(port);
-    let ran = call(&c, "count_once", json!({"delay_ms": 1})).await;
-    assert_ne!(ran.is_error, Some(true), "{ran:?}");
+    let ran = call_ok(&c, "count_once", json!({"delay_ms": 1})).await;
     assert!(!replayed(&ran), "{ran:?}");
     assert_eq!(counter(&c).await, before + 1);
 }

@@ -6,36 +6,24 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Gateway, KEY, demo_upstream_bin, hash_key};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use common::{
+    Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
+    concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of,
+};
+use serde_json::json;
 
-fn config() -> String {
-    format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
-        demo_upstream_bin().display(),
-        hash_key(KEY)
-    )
+/// slow_read (timing out, retried twice), slow_once (timing out), then the rest.
+fn contract() -> String {
+    [
+        "upstream: demo\ntools:\n",
+        &slow_tool("slow_read", "read", "    retries: 2\n"),
+        &slow_tool("slow_once", "read", ""),
+        CONTRACT_REST,
+    ]
+    .concat()
 }
 
-const CONTRACT: &str = r#"upstream: demo
-tools:
-  slow_read:
-    upstream_tool: slow
-    privilege: read
-    timeout: 300ms
-    retries: 2
-    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
-  slow_once:
-    upstream_tool: slow
-    privilege: read
-    timeout: 300ms
-    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
-  count_slowly:
+const CONTRACT_REST: &str = r#"  count_slowly:
     upstream_tool: counter
     privilege: write
     timeout: 300ms
@@ -57,31 +45,10 @@ tools:
 "#;
 
 fn start() -> Gateway {
-    Gateway::start(&config(), &[("demo.yaml", CONTRACT)])
-}
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(KEY);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects")
-}
-
-async fn call(c: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    c.call_tool(params).await.expect("the gateway answers")
-}
-
-fn text(r: &CallToolResult) -> String {
-    common::result_text(&serde_json::to_value(r).expect("json"))
-}
-
-async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
-    let r = call(c, "peek_counter", json!({})).await;
-    r.structured_content
-        .and_then(|s| s["count"].as_u64())
-        .expect("peek_counter answers a count")
+    Gateway::start(
+        &demo_stdio_config(&callers(&[]), ""),
+        &[("demo.yaml", contract().as_str())],
+    )
 }
 
 /// Proves: an idempotent tool is retried on timeout, `retries` times at most (3 attempts of
@@ -90,12 +57,12 @@ async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
 #[tokio::test]
 async fn idempotent_tools_are_retried_on_timeout_within_bounds() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let started = Instant::now();
-    let r = call(&c, "slow_read", json!({"ms": 5000})).await;
+    let r = call_answered(&c, "slow_read", json!({"ms": 5000})).await;
     let took = started.elapsed();
     assert_eq!(r.is_error, Some(true), "{r:?}");
-    assert!(text(&r).contains("did not answer within"), "{r:?}");
+    assert!(text_of(&r).contains("did not answer within"), "{r:?}");
     assert!(
         took >= Duration::from_millis(900),
         "3 attempts of 300 ms took only {took:?}"
@@ -103,7 +70,7 @@ async fn idempotent_tools_are_retried_on_timeout_within_bounds() {
     assert!(took < Duration::from_millis(2500), "took {took:?}");
 
     let started = Instant::now();
-    let r = call(&c, "slow_once", json!({"ms": 5000})).await;
+    let r = call_answered(&c, "slow_once", json!({"ms": 5000})).await;
     let took = started.elapsed();
     assert_eq!(r.is_error, Some(true));
     assert!(
@@ -117,12 +84,12 @@ async fn idempotent_tools_are_retried_on_timeout_within_bounds() {
 #[tokio::test]
 async fn a_timed_out_write_is_unknown_and_never_retried() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let before = counter(&c).await;
-    let r = call(&c, "count_slowly", json!({"delay_ms": 1500})).await;
+    let r = call_answered(&c, "count_slowly", json!({"delay_ms": 1500})).await;
     assert_eq!(r.is_error, Some(true));
     assert!(
-        text(&r).contains("may or may not have taken effect"),
+        text_of(&r).contains("may or may not have taken effect"),
         "{r:?}"
     );
     tokio::time::sleep(Duration::from_millis(1600)).await;
@@ -138,27 +105,28 @@ async fn a_timed_out_write_is_unknown_and_never_retried() {
 #[tokio::test]
 async fn invalid_json_rpc_from_an_upstream_is_survived() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let started = Instant::now();
-    let _ = call(&c, "garbage", json!({})).await;
+    let _ = call_answered(&c, "garbage", json!({})).await;
     assert!(
         started.elapsed() < Duration::from_secs(31),
         "answered within the default timeout"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = call(&c, "echo", json!({"message": "still here"})).await;
-        if r.is_error != Some(true) {
-            assert!(text(&r).contains("still here"));
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "gateway did not recover: {r:?}\n{}",
-            gw.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let r = retry_until(
+        &gw,
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        "the gateway's recovery",
+        async || {
+            let r = call_answered(&c, "echo", json!({"message": "still here"})).await;
+            match r.is_error {
+                Some(true) => Err(format!("{r:?}")),
+                _ => Ok(r),
+            }
+        },
+    )
+    .await;
+    assert!(text_of(&r).contains("still here"));
 }
 
 /// Proves: while the upstream's tool list changes repeatedly, calls of a tool that stays
@@ -166,23 +134,23 @@ async fn invalid_json_rpc_from_an_upstream_is_survived() {
 #[tokio::test]
 async fn calls_survive_tool_list_changes_under_load() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let load = {
         let url = gw.url.clone();
         tokio::spawn(async move {
-            let c = client(&url).await;
+            let c = client(&url, KEY).await;
             let mut failures = Vec::new();
             for i in 0..200 {
-                let r = call(&c, "echo", json!({"message": format!("m{i}")})).await;
+                let r = call_answered(&c, "echo", json!({"message": format!("m{i}")})).await;
                 if r.is_error == Some(true) {
-                    failures.push(text(&r));
+                    failures.push(text_of(&r));
                 }
             }
             failures
         })
     };
     for _ in 0..10 {
-        let _ = call(&c, "toggle_extra", json!({})).await;
+        let _ = call_answered(&c, "toggle_extra", json!({})).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failures = load.await.expect("load task");
@@ -199,10 +167,9 @@ async fn calls_survive_tool_list_changes_under_load() {
 #[tokio::test]
 async fn dedupe_replays_an_identical_call_instead_of_running_it_again() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let before = counter(&c).await;
-    let first = call(&c, "count_once", json!({"delay_ms": 1})).await;
-    assert_ne!(first.is_error, Some(true), "{first:?}");
+    let first = call_ok(&c, "count_once", json!({"delay_ms": 1})).await;
     assert!(
         first.meta.is_none()
             || first
@@ -210,7 +177,7 @@ async fn dedupe_replays_an_identical_call_instead_of_running_it_again() {
                 .as_ref()
                 .is_some_and(|m| m.0.get("narrowgate/replayed").is_none())
     );
-    let second = call(&c, "count_once", json!({"delay_ms": 1})).await;
+    let second = call_answered(&c, "count_once", json!({"delay_ms": 1})).await;
     assert_eq!(second.structured_content, first.structured_content);
     let meta = second.meta.as_ref().expect("replayed result carries _meta");
     assert_eq!(meta.0.get("narrowgate/replayed"), Some(&json!(true)));
@@ -219,7 +186,7 @@ async fn dedupe_replays_an_identical_call_instead_of_running_it_again() {
         before + 1,
         "the repeat reached the upstream"
     );
-    let other = call(&c, "count_once", json!({"delay_ms": 2})).await;
+    let other = call_answered(&c, "count_once", json!({"delay_ms": 2})).await;
     assert_ne!(other.structured_content, first.structured_content);
     assert_eq!(counter(&c).await, before + 2);
 }
@@ -229,26 +196,11 @@ async fn dedupe_replays_an_identical_call_instead_of_running_it_again() {
 #[tokio::test]
 async fn duplicates_in_flight_wait_for_the_first() {
     let gw = start();
-    let c = client(&gw.url).await;
+    let c = client(&gw.url, KEY).await;
     let before = counter(&c).await;
-    let mut tasks = Vec::new();
-    for _ in 0..5 {
-        let url = gw.url.clone();
-        tasks.push(tokio::spawn(async move {
-            let c = client(&url).await;
-            call(&c, "count_once", json!({"delay_ms": 400})).await
-        }));
-    }
-    let mut results = Vec::new();
-    for t in tasks {
-        results.push(t.await.expect("task"));
-    }
-    let first = results[0].structured_content.clone();
-    assert!(first.is_some(), "{:?}", results[0]);
-    assert!(
-        results.iter().all(|r| r.structured_content == first),
-        "{results:?}"
-    );
+    let urls = [gw.url.as_str(); 5];
+    let results = concurrent_calls(&urls, "count_once", json!({"delay_ms": 400})).await;
+    assert_same_structured_content(&results);
     assert_eq!(
         counter(&c).await,
         before + 1,

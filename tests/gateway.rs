@@ -6,8 +6,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Gateway, HttpUpstream, KEY, Raw, demo_upstream_bin, hash_key, result_text};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use common::{
+    Gateway, HttpUpstream, KEY, Raw, call, call_ok, client, demo_stdio_config, retry_until,
+    text_of, tool_names,
+};
+use rmcp::model::CallToolResult;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -16,20 +19,9 @@ use serde_json::{Value, json};
 
 const BOB: &str = "test-key-bob";
 
+/// alice may call every tool, bob only `echo`.
 fn callers() -> String {
-    format!(
-        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
-        hash_key(KEY),
-        hash_key(BOB)
-    )
-}
-
-fn stdio_config(extra: &str) -> String {
-    format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n{}{extra}",
-        demo_upstream_bin().display(),
-        callers()
-    )
+    common::callers(&[("bob", BOB, "[echo]")])
 }
 
 const WEATHER_IO: &str = r#"
@@ -125,38 +117,38 @@ const ORPHAN: &str = "upstream: nowhere\ntools:\n  orphan:\n    privilege: read\
 fn start_demo(extra_config: &str) -> Gateway {
     let contract = demo_contract();
     Gateway::start(
-        &stdio_config(extra_config),
+        &demo_stdio_config(&callers(), extra_config),
         &[("demo.yaml", contract.as_str()), ("orphan.yaml", ORPHAN)],
     )
 }
 
-async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("rmcp client connects through the gateway")
+/// [`start_demo`], and alice connected to it.
+async fn start_demo_for_alice(extra_config: &str) -> (Gateway, RunningService<RoleClient, ()>) {
+    let gw = start_demo(extra_config);
+    let alice = client(&gw.url, KEY).await;
+    (gw, alice)
 }
 
-async fn call(
+/// Calls `name` with `args`, asserting a tool error answered within `within`.
+async fn tool_error_within(
+    within: Duration,
     c: &RunningService<RoleClient, ()>,
     name: &str,
     args: Value,
-) -> Result<CallToolResult, String> {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    c.call_tool(params).await.map_err(|e| e.to_string())
-}
-
-fn text_of(r: &CallToolResult) -> String {
-    result_text(&serde_json::to_value(r).expect("result serializes"))
+) -> CallToolResult {
+    let started = Instant::now();
+    let r = call(c, name, args).await.expect("answered");
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let took = started.elapsed();
+    assert!(took < within, "answered in {took:?}");
+    r
 }
 
 /// Proves: tools/list publishes exactly the enabled contracts, with the contract's texts, schemas
 /// and annotations (never the upstream's), filtered by the caller's globs.
 #[tokio::test]
 async fn tools_list_publishes_only_contracted_tools_per_caller() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
+    let (gw, alice) = start_demo_for_alice("").await;
     let tools = alice.list_all_tools().await.expect("list");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
@@ -218,13 +210,7 @@ async fn tools_list_publishes_only_contracted_tools_per_caller() {
     );
 
     let bob = client(&gw.url, BOB).await;
-    let bob_tools: Vec<String> = bob
-        .list_all_tools()
-        .await
-        .expect("list")
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let bob_tools = tool_names(&bob).await;
     assert_eq!(bob_tools, ["echo"]);
 }
 
@@ -232,12 +218,8 @@ async fn tools_list_publishes_only_contracted_tools_per_caller() {
 /// is lifted into structuredContent; an upstream tool error passes as a tool error.
 #[tokio::test]
 async fn calls_within_the_contract_pass_and_results_are_validated() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
-    let r = call(&alice, "get_weather", json!({"location": "Chicago"}))
-        .await
-        .expect("call");
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let (_gw, alice) = start_demo_for_alice("").await;
+    let r = call_ok(&alice, "get_weather", json!({"location": "Chicago"})).await;
     let s = r.structured_content.expect("structuredContent");
     assert!(
         s["temperature"].is_number() && s["conditions"].is_string(),
@@ -259,8 +241,7 @@ async fn calls_within_the_contract_pass_and_results_are_validated() {
 /// not move), and the tool error names path and rule without echoing the value.
 #[tokio::test]
 async fn out_of_contract_arguments_never_reach_the_upstream() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
+    let (_gw, alice) = start_demo_for_alice("").await;
     let cases = [
         (
             "get_weather",
@@ -310,15 +291,12 @@ async fn out_of_contract_arguments_never_reach_the_upstream() {
 #[tokio::test]
 async fn older_protocols_get_invalid_params_for_rejected_arguments() {
     let gw = start_demo("");
-    let raw = Raw::new(&gw.url);
-    let session = raw.open_session(Some(KEY), "2025-06-18").await;
-    let reply = raw
-        .request(
-            Some(KEY),
-            &session,
+    let reply = Raw::new(&gw.url)
+        .call_in_new_session(
+            KEY,
             "2025-06-18",
-            "tools/call",
-            json!({"name": "get_weather", "arguments": {"location": "SECRET-PARIS"}}),
+            "get_weather",
+            json!({"location": "SECRET-PARIS"}),
         )
         .await;
     let error = &reply.message()["error"];
@@ -363,8 +341,7 @@ async fn unknown_and_forbidden_tools_get_the_same_answer() {
 /// none of the upstream's data; extra content blocks of a valid result are dropped too.
 #[tokio::test]
 async fn out_of_contract_results_never_reach_the_client() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
+    let (_gw, alice) = start_demo_for_alice("").await;
     let r = call(&alice, "bad_weather", json!({"location": "Chicago"}))
         .await
         .expect("answered");
@@ -384,12 +361,8 @@ async fn out_of_contract_results_never_reach_the_client() {
 /// Proves: results larger than max_result_bytes become a tool error; small ones pass.
 #[tokio::test]
 async fn max_result_bytes_is_enforced() {
-    let gw = start_demo("max_result_bytes: 2KiB\n");
-    let alice = client(&gw.url, KEY).await;
-    let r = call(&alice, "big", json!({"bytes": 100}))
-        .await
-        .expect("call");
-    assert_ne!(r.is_error, Some(true));
+    let (_gw, alice) = start_demo_for_alice("max_result_bytes: 2KiB\n").await;
+    call_ok(&alice, "big", json!({"bytes": 100})).await;
     let r = call(&alice, "big", json!({"bytes": 5000}))
         .await
         .expect("call");
@@ -401,62 +374,42 @@ async fn max_result_bytes_is_enforced() {
 /// Proves: the contract's timeout bounds a call, and the gateway keeps serving afterwards.
 #[tokio::test]
 async fn contract_timeout_bounds_a_slow_call() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
-    let started = Instant::now();
-    let r = call(&alice, "slow", json!({"ms": 5000}))
-        .await
-        .expect("answered");
-    assert_eq!(r.is_error, Some(true));
+    let (_gw, alice) = start_demo_for_alice("").await;
+    let r = tool_error_within(Duration::from_secs(3), &alice, "slow", json!({"ms": 5000})).await;
     assert!(text_of(&r).contains("did not answer within"), "{r:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
-    let r = call(&alice, "slow", json!({"ms": 10}))
-        .await
-        .expect("answered");
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    call_ok(&alice, "slow", json!({"ms": 10})).await;
 }
 
 /// Proves: an upstream that dies mid-call answers a tool error at once (no hang), its tools answer
 /// `unavailable` while it is down, and the supervisor brings it back.
 #[tokio::test]
 async fn a_dying_upstream_answers_at_once_and_is_restarted() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
-    let started = Instant::now();
-    let r = call(&alice, "crash", json!({})).await.expect("answered");
-    assert_eq!(r.is_error, Some(true), "{r:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let (gw, alice) = start_demo_for_alice("").await;
+    tool_error_within(Duration::from_secs(5), &alice, "crash", json!({})).await;
     let mut saw = Vec::new();
-    loop {
-        let r = call(&alice, "echo", json!({"message": "back"}))
-            .await
-            .expect("answered");
-        let text = text_of(&r);
-        if r.is_error != Some(true) {
-            assert!(text.contains("back"));
-            break;
-        }
-        assert!(
-            text.contains("upstream demo unavailable") || text.contains("connection"),
-            "{text}"
-        );
-        saw.push(text);
-        assert!(
-            Instant::now() < deadline,
-            "upstream not restarted; saw {saw:?}\n{}",
-            gw.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let back = retry_until(
+        &gw,
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        "the upstream's restart",
+        async || {
+            let r = call(&alice, "echo", json!({"message": "back"}))
+                .await
+                .expect("answered");
+            let text = text_of(&r);
+            if r.is_error != Some(true) {
+                return Ok(text);
+            }
+            assert!(
+                text.contains("upstream demo unavailable") || text.contains("connection"),
+                "{text}"
+            );
+            saw.push(text);
+            Err(format!("saw {saw:?}"))
+        },
+    )
+    .await;
+    assert!(back.contains("back"), "{back}");
 }
 
 /// Proves: disabled tools carry their reason in /readyz (missing upstream, missing tool, empty
@@ -495,8 +448,7 @@ async fn readyz_reports_every_tool_and_why_it_is_disabled() {
 /// call at the gateway.
 #[tokio::test]
 async fn a_wider_contract_is_still_held_to_the_upstream_schema() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
+    let (_gw, alice) = start_demo_for_alice("").await;
     let r = call(&alice, "add_wider", json!({"a": "SECRET-TEXT", "b": 1}))
         .await
         .expect("answered");
@@ -507,18 +459,14 @@ async fn a_wider_contract_is_still_held_to_the_upstream_schema() {
         "{text}"
     );
     assert!(!text.contains("SECRET-TEXT"));
-    let r = call(&alice, "add_wider", json!({"a": 2, "b": 40}))
-        .await
-        .expect("answered");
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    call_ok(&alice, "add_wider", json!({"a": 2, "b": 40})).await;
 }
 
 /// Proves: when the upstream's tool list changes, contracts are re-narrowed: a tool whose upstream
 /// tool appears is enabled, and disabled again when it goes.
 #[tokio::test]
 async fn a_changed_upstream_tool_list_is_renarrowed() {
-    let gw = start_demo("");
-    let alice = client(&gw.url, KEY).await;
+    let (gw, alice) = start_demo_for_alice("").await;
     assert_eq!(gw.readyz()["tools"]["extra"]["state"], "disabled");
     call(&alice, "toggle_extra", json!({}))
         .await
@@ -526,16 +474,9 @@ async fn a_changed_upstream_tool_list_is_renarrowed() {
     gw.wait_for(Duration::from_secs(10), "extra enabled", |r| {
         r["tools"]["extra"]["state"] == "enabled"
     });
-    let names: Vec<String> = alice
-        .list_all_tools()
-        .await
-        .expect("list")
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&alice).await;
     assert!(names.contains(&"extra".to_string()), "{names:?}");
-    let r = call(&alice, "extra", json!({})).await.expect("call extra");
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    call_ok(&alice, "extra", json!({})).await;
     call(&alice, "toggle_extra", json!({}))
         .await
         .expect("toggle off");
@@ -577,26 +518,15 @@ async fn http_guards_refuse_bad_requests_and_keep_serving() {
         )
         .await;
     assert_eq!(foreign_host.status, 403, "{foreign_host:?}");
-    let foreign_origin = raw
-        .post(
-            &[
-                ("authorization", &auth),
-                ("origin", "http://evil.example.com"),
-            ],
-            &init,
-        )
-        .await;
-    assert_eq!(foreign_origin.status, 403, "{foreign_origin:?}");
-    let allowed_origin = raw
-        .post(
-            &[
-                ("authorization", &auth),
-                ("origin", "http://localhost:6274"),
-            ],
-            &init,
-        )
-        .await;
-    assert_eq!(allowed_origin.status, 200, "{allowed_origin:?}");
+    for (origin, status) in [
+        ("http://evil.example.com", 403),
+        ("http://localhost:6274", 200),
+    ] {
+        let reply = raw
+            .post(&[("authorization", &auth), ("origin", origin)], &init)
+            .await;
+        assert_eq!(reply.status, status, "origin {origin}: {reply:?}");
+    }
 
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
@@ -717,13 +647,7 @@ async fn connected_clients_are_told_when_their_tool_list_changes() {
         .await
         .expect("list_changed within 10 s")
         .expect("notification");
-    let names: Vec<String> = watcher
-        .list_all_tools()
-        .await
-        .expect("list")
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&watcher).await;
     assert!(names.contains(&"extra".to_string()), "{names:?}");
 }
 
@@ -745,17 +669,14 @@ async fn an_http_upstream_that_goes_away_is_reported_down_and_reconnected() {
     gw.wait_for(Duration::from_secs(20), "upstream down", |r| {
         r["upstreams"]["demo"]["state"] == "down"
     });
-    let started = Instant::now();
-    let r = call(&alice, "echo", json!({"message": "hi"}))
-        .await
-        .expect("answered");
-    assert_eq!(r.is_error, Some(true));
+    let r = tool_error_within(
+        Duration::from_secs(1),
+        &alice,
+        "echo",
+        json!({"message": "hi"}),
+    )
+    .await;
     assert!(text_of(&r).contains("upstream demo unavailable"), "{r:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "answered in {:?}",
-        started.elapsed()
-    );
     let _back = HttpUpstream::start_at(port, &[]);
     gw.wait_for(Duration::from_secs(30), "upstream up again", |r| {
         r["upstreams"]["demo"]["state"] == "up"

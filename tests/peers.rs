@@ -12,18 +12,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::peers::{mcp_server_time, node_bin, py_client_script, py1_python, py2_python};
-use common::{Gateway, KEY, Raw, free_port, hash_key, result_text};
+use common::{Gateway, KEY, Raw, callers, free_port, result_text};
 use serde_json::{Value, json};
 
 /// Bounds every client run: a hung peer fails the test instead of hanging it.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(90);
-
-fn callers() -> String {
-    format!(
-        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
-        hash_key(KEY)
-    )
-}
 
 /// What a finished child process left behind.
 struct Ran {
@@ -98,7 +91,7 @@ enum PyClient {
 }
 
 impl PyClient {
-    /// Runs `steps` (see the drivers' docstrings) with `key` (`-`: no Authorization header).
+    /// Runs `steps` (see `tests/clients/steps_common.py`) with `key` (`-`: no Authorization header).
     fn run(self, url: &str, key: &str, steps: &Value) -> Value {
         let (python, script, mode) = match self {
             PyClient::V2(mode) => (py2_python(), py_client_script("py2_client.py"), mode),
@@ -204,7 +197,7 @@ fn start_everything_gateway() -> (Everything, Gateway) {
     let config = format!(
         "upstreams:\n  everything:\n    url: {}\n{}",
         upstream.url,
-        callers()
+        callers(&[])
     );
     let contract = format!(
         "upstream: everything\ntools:\n  get_weather:\n    upstream_tool: get-structured-content\n    \
@@ -486,7 +479,7 @@ fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
     let config = format!(
         "upstreams:\n  time:\n    command: {}\n    args: [--local-timezone, UTC]\n{}",
         mcp_server_time().display(),
-        callers()
+        callers(&[])
     );
     let output = |timezone: Value| {
         json!({"type": "object", "properties": {
@@ -566,7 +559,7 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
         "upstreams:\n  files:\n    command: {}\n    args: [{}]\n{}",
         node_bin("mcp-server-filesystem").display(),
         json!(root_text),
-        callers()
+        callers(&[])
     );
     let read_input = |path: Value| {
         json!({"type": "object", "properties": {"path": path},

@@ -8,18 +8,18 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Gateway, KEY, Raw, demo_upstream_bin, hash_key};
+use common::{
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, call, callers, client, demo_stdio_config,
+    receipts_command, receipts_json, slow_tool,
+};
 use narrowgate::contract::ContractSet;
 use narrowgate::contract::digest::sha256_of;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
+use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -28,19 +28,11 @@ const CAROL: &str = "test-key-carol";
 
 /// alice may call everything, bob only `echo`, carol only `fail`.
 fn config(extra: &str) -> String {
-    format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n\
-         callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n\
-         \x20 - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n\
-         \x20 - name: carol\n    api_key_sha256: {}\n    tools: [fail]\n{extra}",
-        demo_upstream_bin().display(),
-        hash_key(KEY),
-        hash_key(BOB),
-        hash_key(CAROL),
-    )
+    let callers = callers(&[("bob", BOB, "[echo]"), ("carol", CAROL, "[fail]")]);
+    demo_stdio_config(&callers, extra)
 }
 
-const CONTRACT: &str = r#"upstream: demo
+const CONTRACT_START: &str = r#"upstream: demo
 tools:
   echo:
     privilege: read
@@ -54,82 +46,23 @@ tools:
     redact: [/token]
   fail:
     privilege: read
-  bad_weather:
-    privilege: read
-    input:
-      type: object
-      properties: { location: { type: string, enum: [Chicago] } }
-      required: [location]
-    output:
-      type: object
-      properties:
-        temperature: { type: number, minimum: -60, maximum: 60 }
-        conditions: { type: string }
-      required: [temperature, conditions]
-  slow:
-    privilege: read
-    timeout: 300ms
-    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
-  slow_write:
-    upstream_tool: slow
-    privilege: write
-    timeout: 300ms
-    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
-  crash:
-    privilege: read
 "#;
 
+/// echo (with a redacted `token`), fail, bad_weather, slow, slow_write (timing out, unsure) and
+/// crash.
+fn contract() -> String {
+    [
+        CONTRACT_START,
+        BAD_WEATHER_TOOL,
+        &slow_tool("slow", "read", ""),
+        &slow_tool("slow_write", "write", ""),
+        "  crash:\n    privilege: read\n",
+    ]
+    .concat()
+}
+
 fn start(extra: &str) -> Gateway {
-    Gateway::start(&config(extra), &[("demo.yaml", CONTRACT)])
-}
-
-async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("rmcp client connects through the gateway")
-}
-
-async fn call(
-    c: &RunningService<RoleClient, ()>,
-    name: &str,
-    args: Value,
-) -> Result<CallToolResult, String> {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    c.call_tool(params).await.map_err(|e| e.to_string())
-}
-
-/// Runs `narrowgate receipts --config CONFIG ARGS...`: (exit code, stdout, stderr).
-fn receipts_command(config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
-        .arg("receipts")
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("run narrowgate receipts");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The receipts `narrowgate receipts --json ARGS...` prints.
-fn receipts_json(config: &Path, args: &[&str]) -> Vec<Value> {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let (code, stdout, stderr) = receipts_command(config, &all);
-    assert_eq!(code, 0, "narrowgate receipts failed: {stderr}");
-    match serde_json::from_str(&stdout) {
-        Ok(Value::Array(receipts)) => receipts,
-        other => panic!("not a JSON array: {other:?}\n{stdout}"),
-    }
-}
-
-fn config_path(gw: &Gateway) -> std::path::PathBuf {
-    gw.dir.path().join("narrowgate.yaml")
+    Gateway::start(&config(extra), &[("demo.yaml", contract().as_str())])
 }
 
 /// Proves: every outcome a real call can produce today leaves exactly one receipt, in the default
@@ -153,16 +86,8 @@ async fn every_outcome_leaves_exactly_one_receipt() {
     let rejected = call(&alice, "echo", too_long.clone()).await;
     assert!(rejected.is_ok_and(|r| r.is_error == Some(true)));
     // The same rejection on 2025-06-18 is a JSON-RPC -32602 error, and still leaves a receipt.
-    let raw = Raw::new(&gw.url);
-    let session = raw.open_session(Some(KEY), "2025-06-18").await;
-    let reply = raw
-        .request(
-            Some(KEY),
-            &session,
-            "2025-06-18",
-            "tools/call",
-            json!({"name": "echo", "arguments": too_long}),
-        )
+    let reply = Raw::new(&gw.url)
+        .call_in_new_session(KEY, "2025-06-18", "echo", too_long.clone())
         .await;
     assert_eq!(reply.message()["error"]["code"], -32602, "{reply:?}");
     let bad = call(&alice, "bad_weather", json!({"location": "Chicago"})).await;
@@ -179,7 +104,7 @@ async fn every_outcome_leaves_exactly_one_receipt() {
         gw.dir.path().join("data/receipts.db").is_file(),
         "without a receipts block the database is data/receipts.db next to the config"
     );
-    let receipts = receipts_json(&config_path(&gw), &[]);
+    let receipts = receipts_json(&gw.config_path(), &[]);
     let contracts =
         ContractSet::load_dir(&gw.dir.path().join("contracts")).expect("contracts load");
     let digest = |tool: &str| contracts.tools[tool].digest.clone();
@@ -320,7 +245,7 @@ async fn the_receipts_command_filters_while_the_gateway_runs() {
     }
     call(&alice, "fail", json!({})).await.expect("fail answers");
     call(&bob, "fail", json!({})).await.expect_err("denied");
-    let config = config_path(&gw);
+    let config = gw.config_path();
     let count = |args: &[&str]| receipts_json(&config, args).len();
     assert_eq!(count(&[]), 5);
     assert_eq!(count(&["--tool", "echo"]), 3);
@@ -513,7 +438,7 @@ async fn redacted_values_are_never_stored_or_logged() {
         ] {
             let _ = call(who, tool, args).await;
         }
-        let receipts = receipts_json(&gw.dir.path().join("narrowgate.yaml"), &[]);
+        let receipts = receipts_json(&gw.config_path(), &[]);
         assert_eq!(receipts.len(), 6, "{receipts:#?}");
         let digest = |i: usize| receipts[i]["arguments_digest"].clone();
         assert_eq!(digest(0), digest(1), "only the redacted value differs");
@@ -566,7 +491,7 @@ async fn retention_prunes_old_receipts() {
     call(&alice, "echo", json!({"message": "old"}))
         .await
         .expect("echo");
-    let config = config_path(&gw);
+    let config = gw.config_path();
     assert_eq!(receipts_json(&config, &[]).len(), 1);
     let deadline = Instant::now() + Duration::from_secs(15);
     while !receipts_json(&config, &[]).is_empty() {

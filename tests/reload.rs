@@ -4,53 +4,28 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Gateway, KEY, demo_upstream_bin, hash_key};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use common::{
+    Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
+};
+use serde_json::json;
 
 const BOB: &str = "test-key-bob";
 
+/// alice may call every tool; with `with_bob`, bob may call `echo`.
 fn config(with_bob: bool) -> String {
-    let mut text = format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
-        demo_upstream_bin().display(),
-        hash_key(KEY)
-    );
-    if with_bob {
-        text.push_str(&format!(
-            "  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
-            hash_key(BOB)
-        ));
-    }
-    text
+    let bob: &[_] = if with_bob {
+        &[("bob", BOB, "[echo]")]
+    } else {
+        &[]
+    };
+    demo_stdio_config(&callers(bob), "")
 }
 
 const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n";
 const ECHO_ONLY: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n";
 const ADD: &str = "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {type: object, properties: {a: {type: number}, b: {type: number}}, required: [a, b]}\n";
-
-async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects")
-}
-
-async fn call(
-    c: &RunningService<RoleClient, ()>,
-    name: &str,
-    args: Value,
-) -> Result<CallToolResult, String> {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    c.call_tool(params).await.map_err(|e| e.to_string())
-}
 
 fn write(gw: &Gateway, relative: &str, text: &str) {
     std::fs::write(gw.config_dir().join(relative), text).expect("write file");
@@ -71,10 +46,7 @@ async fn a_changed_contracts_directory_is_reloaded() {
         .await
         .expect("add after reload");
     assert_eq!(r.structured_content, Some(json!({"sum": 3})));
-    let r = call(&alice, "echo", json!({"message": "same session"}))
-        .await
-        .expect("echo");
-    assert_ne!(r.is_error, Some(true));
+    call_ok(&alice, "echo", json!({"message": "same session"})).await;
     assert!(gw.log().contains("configuration reloaded"), "{}", gw.log());
 }
 
@@ -89,24 +61,26 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
         "contracts/broken.yaml",
         "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !gw.log().contains("reload refused") {
-        assert!(
-            Instant::now() < deadline,
-            "no refusal logged:\n{}",
-            gw.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    retry_until(
+        &gw,
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        "a logged refusal",
+        async || {
+            if gw.log().contains("reload refused") {
+                Ok(())
+            } else {
+                Err("no `reload refused` in the log".into())
+            }
+        },
+    )
+    .await;
     assert!(
         gw.log().contains("privlege"),
         "the refusal names the bad key:\n{}",
         gw.log()
     );
-    let r = call(&alice, "echo", json!({"message": "still"}))
-        .await
-        .expect("echo");
-    assert_ne!(r.is_error, Some(true));
+    call_ok(&alice, "echo", json!({"message": "still"})).await;
     let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
     write(&gw, "narrowgate.yaml", broken_config);
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -144,18 +118,20 @@ async fn sighup_reloads_the_configuration() {
         .status()
         .expect("kill -HUP");
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if raw.post(&[("authorization", &bob)], &init).await.status == 200 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "bob still refused:\n{}",
-            gw.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    retry_until(
+        &gw,
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        "bob's admission",
+        async || {
+            let reply = raw.post(&[("authorization", &bob)], &init).await;
+            match reply.status {
+                200 => Ok(()),
+                _ => Err(format!("bob still refused: {reply:?}")),
+            }
+        },
+    )
+    .await;
 }
 
 /// Proves: a call in flight finishes under the version it started with, even when the reload
@@ -183,7 +159,7 @@ async fn calls_in_flight_finish_under_their_version() {
         .expect("task")
         .expect("the in-flight call is answered");
     assert_ne!(r.is_error, Some(true), "{r:?}");
-    assert!(common::result_text(&serde_json::to_value(&r).expect("json")).contains("slept 2000"));
+    assert!(text_of(&r).contains("slept 2000"));
 }
 
 /// Proves: reloads under a steady load of calls lose none and answer none with an error.

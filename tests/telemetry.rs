@@ -9,36 +9,17 @@
 mod common;
 mod otel;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Gateway, KEY, Raw, demo_upstream_bin, hash_key, result_text};
+use common::{
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, result_text,
+};
 use otel::prometheus::{Sample, parse_prometheus, value};
 use otel::{Collector, PyUpstream, hex_id};
 use serde_json::{Value, json};
 
 /// The protocol revision of the sessions the tests open.
 const VERSION: &str = "2025-11-25";
-
-fn callers() -> String {
-    format!(
-        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
-        hash_key(KEY)
-    )
-}
-
-/// The receipts of `gw`, from `narrowgate receipts --json`.
-fn receipts(gw: &Gateway) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
-        .arg("receipts")
-        .arg("--config")
-        .arg(gw.dir.path().join("narrowgate.yaml"))
-        .arg("--json")
-        .output()
-        .expect("run narrowgate receipts");
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).expect("receipts are a JSON array")
-}
 
 /// `tools/call` in `session` with `params` plus optional extra headers.
 async fn call(raw: &Raw, session: &str, params: Value, headers: &[(&str, &str)]) -> Value {
@@ -85,7 +66,7 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
         "upstreams:\n  py:\n    url: {}\n{}telemetry:\n  service_name: {service}\n  \
          otlp_endpoint: {endpoint}\n  otlp_protocol: {protocol}\n",
         upstream.url,
-        callers()
+        callers(&[])
     );
     let gw = Gateway::spawn(
         &config,
@@ -224,7 +205,7 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
     );
 
     // The receipts name the traces, and so do the log lines of those calls.
-    let receipts = receipts(&gw);
+    let receipts = receipts_json(&gw.config_path(), &[]);
     let traces: Vec<&str> = receipts
         .iter()
         .map(|r| r["trace_id"].as_str().unwrap_or_default())
@@ -258,7 +239,7 @@ async fn one_trace_from_client_to_upstream_over_http_protobuf() {
     one_trace_from_client_to_upstream("http/protobuf").await;
 }
 
-const DEMO_CONTRACT: &str = r#"upstream: demo
+const DEMO_CONTRACT_START: &str = r#"upstream: demo
 tools:
   echo:
     privilege: read
@@ -275,26 +256,15 @@ tools:
       type: object
       properties: { message: { type: string } }
       required: [message]
-  bad_weather:
-    privilege: read
-    input:
-      type: object
-      properties: { location: { type: string, enum: [Chicago] } }
-      required: [location]
-    output:
-      type: object
-      properties:
-        temperature: { type: number, minimum: -60, maximum: 60 }
-        conditions: { type: string }
-      required: [temperature, conditions]
 "#;
 
+/// echo, limited (echo at 1 call a minute) and bad_weather.
+fn demo_contract() -> String {
+    [DEMO_CONTRACT_START, BAD_WEATHER_TOOL].concat()
+}
+
 fn demo_config(extra: &str) -> String {
-    format!(
-        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n{}{extra}",
-        demo_upstream_bin().display(),
-        callers()
-    )
+    demo_stdio_config(&callers(&[]), extra)
 }
 
 /// Proves: with `telemetry.metrics: true` (and no exporter), `/metrics` is valid Prometheus text
@@ -306,7 +276,7 @@ fn demo_config(extra: &str) -> String {
 async fn metrics_count_the_calls_made() {
     let gw = Gateway::start(
         &demo_config("telemetry:\n  metrics: true\n"),
-        &[("demo.yaml", DEMO_CONTRACT)],
+        &[("demo.yaml", demo_contract().as_str())],
     );
     let raw = Raw::new(&gw.url);
     let session = raw.open_session(Some(KEY), VERSION).await;
@@ -496,7 +466,7 @@ async fn metrics_count_the_calls_made() {
 async fn json_logs_carry_the_trace_id_and_no_argument() {
     let gw = Gateway::spawn(
         &demo_config(""),
-        &[("demo.yaml", DEMO_CONTRACT)],
+        &[("demo.yaml", demo_contract().as_str())],
         &[("NARROWGATE_LOG_FORMAT", "json")],
     );
     gw.wait_ready(Duration::from_secs(60));
@@ -524,7 +494,7 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
         .expect("/metrics answers");
     assert_eq!(metrics.status(), 404);
 
-    let receipts = receipts(&gw);
+    let receipts = receipts_json(&gw.config_path(), &[]);
     assert_eq!(receipts.len(), 2, "{receipts:#?}");
     assert_eq!(receipts[0]["trace_id"], trace);
     let fresh = receipts[1]["trace_id"]
@@ -584,7 +554,7 @@ async fn telemetry_cost_per_call() {
             );
             let gw = Gateway::start(
                 &demo_config(&format!("{telemetry}{receipts}")),
-                &[("demo.yaml", DEMO_CONTRACT)],
+                &[("demo.yaml", demo_contract().as_str())],
             );
             let raw = Raw::new(&gw.url);
             let session = raw.open_session(Some(KEY), VERSION).await;

@@ -1,7 +1,7 @@
 //! `narrowgate receipts`: list the receipts of past calls, filtered, as a table or JSON. Reads the
 //! database read-only, so it works while the gateway is running.
 
-use std::path::Path;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -45,7 +45,8 @@ fn outcome(text: &str) -> Result<Outcome, String> {
     })
 }
 
-/// Exit status: 0 listed (possibly nothing), 1 the database cannot be read, 2 unusable input.
+/// Exit status: 0 listed (possibly nothing, or cut short by a reader that stopped early), 1 the
+/// database cannot be read or stdout cannot be written, 2 unusable input.
 pub fn run(args: ReceiptsArgs) -> ExitCode {
     let config = match Config::load(&args.config.config) {
         Ok(config) => config,
@@ -69,33 +70,39 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.json {
-        print_json(&receipts);
-    } else {
-        print_table(&receipts, &settings.path);
+    if receipts.is_empty() && !args.json {
+        eprintln!("no matching receipts in {}", settings.path.display());
+        return ExitCode::SUCCESS;
     }
-    ExitCode::SUCCESS
+    let printed = super::check::write_stdout("receipts", |out| {
+        if args.json {
+            print_json(out, &receipts)
+        } else {
+            print_table(out, &receipts)
+        }
+    });
+    if printed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// A JSON array with one receipt per line: one document for `jq`/`json.load`, and still easy to
 /// read or grep line by line.
-fn print_json(receipts: &[Receipt]) {
+fn print_json(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     let lines: Vec<String> = receipts
         .iter()
         .filter_map(|r| serde_json::to_string(r).ok())
         .collect();
     if lines.is_empty() {
-        println!("[]");
+        writeln!(out, "[]")
     } else {
-        println!("[\n{}\n]", lines.join(",\n"));
+        writeln!(out, "[\n{}\n]", lines.join(",\n"))
     }
 }
 
-fn print_table(receipts: &[Receipt], path: &Path) {
-    if receipts.is_empty() {
-        eprintln!("no matching receipts in {}", path.display());
-        return;
-    }
+fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     let header = [
         "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "ID",
     ]
@@ -136,6 +143,7 @@ fn print_table(receipts: &[Receipt], path: &Path) {
             .zip(widths)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
+    Ok(())
 }

@@ -8,14 +8,12 @@ use std::process::Stdio;
 use narrowgate::contract::ContractSet;
 use narrowgate::contract::schema::to_2020_12;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, Tool};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::model::Tool;
 use rmcp::transport::TokioChildProcess;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 use super::common::peers::{node_bin, py2_python};
-use super::common::{Gateway, KEY, demo_upstream_bin, hash_key, result_text};
+use super::common::{Gateway, KEY, call, callers, client, demo_upstream_bin, text_of};
 use super::{Setup, stderr, stdout};
 
 /// An upstream for a round trip: how to start it, and one call that must work through the
@@ -59,11 +57,7 @@ impl Upstream {
 /// → tools/list through the gateway: the same tools, texts, and input schemas that accept and
 /// reject the same sample arguments as the upstream's; one call goes through.
 async fn round_trip(upstream: Upstream) {
-    let callers = format!(
-        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
-        hash_key(KEY)
-    );
-    let config = format!("{}{callers}", upstream.yaml());
+    let config = format!("{}{}", upstream.yaml(), callers(&[]));
     let setup = Setup::new(&config, &[]);
     let init = setup.run("init", &["--upstream", "up"]);
     assert!(init.status.success(), "init failed: {init:?}");
@@ -100,10 +94,7 @@ async fn round_trip(upstream: Upstream) {
         .collect();
 
     let gw = Gateway::start(&config, &[("up.yaml", &contract_text)]);
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(gw.url.as_str()).auth_header(KEY),
-    );
-    let client = ().serve(transport).await.expect("client connects to the gateway");
+    let client = client(&gw.url, KEY).await;
     let published = client.list_all_tools().await.expect("tools/list");
 
     let published_upstream_names: BTreeSet<&str> = published
@@ -166,13 +157,10 @@ async fn round_trip(upstream: Upstream) {
     assert!(compared > 0);
 
     let (name, args, expect) = &upstream.call;
-    let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = args.as_object().cloned();
-    let result = client
-        .call_tool(params)
+    let result = call(&client, name, args.clone())
         .await
         .expect("call through the gateway");
-    let text = result_text(&serde_json::to_value(&result).expect("json"));
+    let text = text_of(&result);
     assert_ne!(result.is_error, Some(true), "{text}");
     assert!(text.contains(expect), "{name}: {text}");
     let _ = client.cancel().await;

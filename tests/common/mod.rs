@@ -1,16 +1,25 @@
 //! Shared harness of the integration tests: start the real `narrowgate` binary on a config written
 //! to a temporary folder, start the repository's demo upstream (and a real `redis-server` for
-//! `state: redis://…`), and talk raw MCP over HTTP.
+//! `state: redis://…`), and talk MCP to it: with rmcp's client, or raw over HTTP.
 #![allow(dead_code)] // each test crate uses a part of it
 
 pub mod peers;
+mod redis;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+
+#[allow(unused_imports)] // each test crate uses a part of it
+pub use redis::{Redis, free_port};
 
 /// The API key every test config gives its main caller.
 pub const KEY: &str = "test-key-alice";
@@ -23,6 +32,61 @@ pub fn hash_key(key: &str) -> String {
         .expect("run narrowgate hash-key");
     assert!(out.status.success(), "hash-key failed: {out:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A `callers:` block: `alice` (key [`KEY`]) may call every tool, then each `(name, key, tools)`
+/// of `others`, `tools` a YAML list such as `[echo]`.
+pub fn callers(others: &[(&str, &str, &str)]) -> String {
+    let mut text = format!(
+        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n",
+        hash_key(KEY)
+    );
+    for (name, key, tools) in others {
+        text.push_str(&format!(
+            "  - name: {name}\n    api_key_sha256: {}\n    tools: {tools}\n",
+            hash_key(key)
+        ));
+    }
+    text
+}
+
+/// A config (without `contracts:`) with the demo upstream over stdio as `demo`, then `callers`
+/// and `extra`.
+pub fn demo_stdio_config(callers: &str, extra: &str) -> String {
+    format!(
+        "upstreams:\n  demo:\n    command: {}\n    args: [stdio]\n{callers}{extra}",
+        demo_upstream_bin().display()
+    )
+}
+
+/// Contract YAML, one entry under `tools:`: the demo upstream's `bad_weather`, whose results
+/// break the output schema (a temperature of 999).
+pub const BAD_WEATHER_TOOL: &str = r#"  bad_weather:
+    privilege: read
+    input:
+      type: object
+      properties: { location: { type: string, enum: [Chicago] } }
+      required: [location]
+    output:
+      type: object
+      properties:
+        temperature: { type: number, minimum: -60, maximum: 60 }
+        conditions: { type: string }
+      required: [temperature, conditions]
+"#;
+
+/// Contract YAML, one entry under `tools:`: `name` for the demo upstream's `slow` tool (sleeps
+/// `ms` milliseconds) with `privilege`, a 300 ms timeout and the `extra` lines.
+pub fn slow_tool(name: &str, privilege: &str, extra: &str) -> String {
+    let upstream_tool = if name == "slow" {
+        String::new()
+    } else {
+        "    upstream_tool: slow\n".to_string()
+    };
+    format!(
+        "  {name}:\n{upstream_tool}    privilege: {privilege}\n    timeout: 300ms\n{extra}    \
+         input: {{ type: object, properties: {{ ms: {{ type: integer }} }}, required: [ms] }}\n"
+    )
 }
 
 /// The demo upstream built from `tests/upstream` (`tests/run.sh` builds it before the tests).
@@ -41,14 +105,6 @@ pub fn demo_upstream_bin() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-/// A free TCP port on loopback.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 /// A running gateway process, killed on drop. Its log is kept in its temporary folder.
@@ -120,6 +176,11 @@ impl Gateway {
     /// The folder holding `narrowgate.yaml` and `contracts/`.
     pub fn config_dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Its `narrowgate.yaml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("narrowgate.yaml")
     }
 
     pub fn log(&self) -> String {
@@ -306,6 +367,20 @@ impl Raw {
         session
     }
 
+    /// `tools/call` of `name` with `arguments`, as `key` in a session of its own at `version`.
+    pub async fn call_in_new_session(
+        &self,
+        key: &str,
+        version: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Reply {
+        let session = self.open_session(Some(key), version).await;
+        let params = json!({"name": name, "arguments": arguments});
+        self.request(Some(key), &session, version, "tools/call", params)
+            .await
+    }
+
     /// A JSON-RPC request inside a session.
     pub async fn request(
         &self,
@@ -339,55 +414,153 @@ pub fn result_text(result: &Value) -> String {
         .join("\n")
 }
 
-/// A real `redis-server` on a loopback port, without persistence, killed on drop.
-pub struct Redis {
-    child: Child,
-    pub port: u16,
+/// An rmcp client connected through the gateway at `url` with the API key `key`.
+pub async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("rmcp client connects through the gateway")
 }
 
-impl Redis {
-    pub fn start_on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start redis-server ({e}): it must be on PATH. `.ci/run` installs it \
-                     (need_apt_packages redis-server); locally: apt-get install redis-server"
-                )
-            });
-        let redis = Redis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if redis.ping() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("redis-server did not answer PING on port {port} within 10 s");
-    }
+/// The names of the tools the gateway lists to `c` (every page of tools/list).
+pub async fn tool_names<S: rmcp::service::Service<RoleClient>>(
+    c: &RunningService<RoleClient, S>,
+) -> Vec<String> {
+    let tools = c.list_all_tools().await.expect("tools/list");
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
 
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
+/// `tools/call` parameters: `name` with `args` (a JSON object) as its arguments.
+pub fn tool_params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = args.as_object().cloned();
+    params
+}
 
-    fn ping(&self) -> bool {
-        use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
+/// Calls tool `name` with `args`: its result, or the JSON-RPC error as text.
+pub async fn call(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
+    c.call_tool(tool_params(name, args))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Like [`call`], for calls the gateway must answer with a result (a tool error included).
+pub async fn call_answered(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
+    call(c, name, args).await.expect("the gateway answers")
+}
+
+/// Like [`call`], asserting that the gateway answers a result that is not a tool error.
+pub async fn call_ok(
+    c: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
+    let r = call_answered(c, name, args).await;
+    assert_ne!(r.is_error, Some(true), "{name}: {r:?}");
+    r
+}
+
+/// Text of every text block of a result, joined.
+pub fn text_of(r: &CallToolResult) -> String {
+    result_text(&serde_json::to_value(r).expect("result serializes"))
+}
+
+/// The demo upstream's counter, through a contract for its `peek_counter` tool (without `dedupe`,
+/// so the call always reaches the upstream).
+pub async fn counter(c: &RunningService<RoleClient, ()>) -> u64 {
+    let r = call_answered(c, "peek_counter", json!({})).await;
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s["count"].as_u64())
+        .unwrap_or_else(|| panic!("peek_counter answers a count: {r:?}"))
+}
+
+/// Makes the same call at the same time through each of `urls`, each from a client of its own
+/// (as [`KEY`]); the answers in the order of `urls`.
+pub async fn concurrent_calls(urls: &[&str], name: &str, args: Value) -> Vec<CallToolResult> {
+    let tasks: Vec<_> = urls
+        .iter()
+        .map(|url| {
+            let (url, name, args) = (url.to_string(), name.to_string(), args.clone());
+            tokio::spawn(async move {
+                let c = client(&url, KEY).await;
+                call_answered(&c, &name, args).await
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.expect("task"));
+    }
+    results
+}
+
+/// Asserts that the first of `results` has structuredContent and every other the same.
+pub fn assert_same_structured_content(results: &[CallToolResult]) {
+    let first = results[0].structured_content.clone();
+    assert!(first.is_some(), "{:?}", results[0]);
+    assert!(
+        results.iter().all(|r| r.structured_content == first),
+        "{results:?}"
+    );
+}
+
+/// Runs `attempt` every `pause` until it returns `Ok`, and returns that; once `within` has passed,
+/// panics saying `what` did not happen, with the last attempt's `Err` and the gateway's log.
+pub async fn retry_until<T>(
+    gw: &Gateway,
+    within: Duration,
+    pause: Duration,
+    what: &str,
+    mut attempt: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let last = match attempt().await {
+            Ok(done) => return done,
+            Err(last) => last,
         };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {within:?}; last attempt: {last}\nlog:\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(pause).await;
     }
 }
 
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Runs `narrowgate receipts --config CONFIG ARGS...`: (exit code, stdout, stderr).
+pub fn receipts_command(config: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .arg("receipts")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run narrowgate receipts");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The receipts `narrowgate receipts --json ARGS...` prints.
+pub fn receipts_json(config: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = receipts_command(config, &all);
+    assert_eq!(code, 0, "narrowgate receipts failed: {stderr}");
+    match serde_json::from_str(&stdout) {
+        Ok(Value::Array(receipts)) => receipts,
+        other => panic!("not a JSON array: {other:?}\n{stdout}"),
     }
 }

@@ -1,51 +1,27 @@
 //! Tests of the Redis dedupe backend against a real redis-server.
 
 use super::*;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 
+/// The integration tests' `redis-server` harness (std only), shared rather than copied.
+#[path = "../../../tests/common/redis.rs"]
+mod redis_server;
+use redis_server::{Redis, free_port};
+
 const WINDOW: Duration = Duration::from_secs(60);
 const LONGEST: Duration = Duration::from_secs(2);
 
-/// A real `redis-server` on a free loopback port, without persistence, killed on drop.
-struct Redis {
-    child: Child,
-    url: String,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (apt-get install redis-server)");
-        let redis = Redis {
-            child,
-            url: format!("redis://127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        redis
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Two replicas sharing a fresh `redis-server` (dropped with it), and a count of the runs of
+/// the calls made through them.
+fn two_replicas() -> (Redis, RedisDedupe, RedisDedupe, AtomicU32) {
+    let redis = Redis::start();
+    let (a, b) = (
+        RedisDedupe::new(&redis.url()),
+        RedisDedupe::new(&redis.url()),
+    );
+    (redis, a, b, AtomicU32::new(0))
 }
 
 fn key(args: &str) -> CallKey {
@@ -70,6 +46,37 @@ async fn counted(runs: &AtomicU32, delay: Duration, record: bool) -> ((), Option
     ((), record.then(|| ok(n)))
 }
 
+/// Runs `key(args)` through `dedupe` (usual window and time) as a call that answers at once and
+/// records its answer.
+async fn run_now(dedupe: &RedisDedupe, args: &str, runs: &AtomicU32) -> Deduped<()> {
+    dedupe
+        .run(
+            &key(args),
+            WINDOW,
+            LONGEST,
+            counted(runs, Duration::ZERO, true),
+        )
+        .await
+}
+
+/// Runs `key("x")` through replica `a` taking `delay`, and 50 ms later, while it runs, the same
+/// through replica `b` answering at once; both record their answer only when `record`.
+async fn first_and_duplicate(
+    (a, b): (&RedisDedupe, &RedisDedupe),
+    runs: &AtomicU32,
+    delay: Duration,
+    record: bool,
+) -> (Deduped<()>, Deduped<()>) {
+    let x = key("x");
+    let first = a.run(&x, WINDOW, LONGEST, counted(runs, delay, record));
+    let duplicate = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.run(&x, WINDOW, LONGEST, counted(runs, Duration::ZERO, record))
+            .await
+    };
+    tokio::join!(first, duplicate)
+}
+
 fn text(r: &Recorded) -> String {
     serde_json::to_value(&r.result).expect("json")["content"][0]["text"]
         .as_str()
@@ -81,27 +88,10 @@ fn text(r: &Recorded) -> String {
 /// content and outcome, marked replayed) without running, while other arguments run.
 #[tokio::test]
 async fn a_call_recorded_by_one_replica_is_replayed_by_another() {
-    let redis = Redis::start();
-    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
-    let runs = AtomicU32::new(0);
-    let first = a
-        .run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true),
-        )
-        .await;
+    let (_redis, a, b, runs) = two_replicas();
+    let first = run_now(&a, "x", &runs).await;
     assert!(matches!(first, Deduped::Ran(())));
-    match b
-        .run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true),
-        )
-        .await
-    {
+    match run_now(&b, "x", &runs).await {
         Deduped::Replayed(r) => {
             assert_eq!(r.result.structured_content, Some(json!({"count": 1})));
             assert_eq!(r.outcome, Some(Outcome::Ok));
@@ -110,16 +100,7 @@ async fn a_call_recorded_by_one_replica_is_replayed_by_another() {
         }
         _ => panic!("the repeat through the other replica was not replayed"),
     }
-    assert!(matches!(
-        b.run(
-            &key("y"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true)
-        )
-        .await,
-        Deduped::Ran(())
-    ));
+    assert!(matches!(run_now(&b, "y", &runs).await, Deduped::Ran(())));
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -127,27 +108,9 @@ async fn a_call_recorded_by_one_replica_is_replayed_by_another() {
 /// it and replays its answer: the call runs once.
 #[tokio::test]
 async fn a_duplicate_on_another_replica_waits_for_the_first() {
-    let redis = Redis::start();
-    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
-    let runs = AtomicU32::new(0);
-    let x = key("x");
-    let slow = a.run(
-        &x,
-        WINDOW,
-        LONGEST,
-        counted(&runs, Duration::from_millis(300), true),
-    );
-    let late = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        b.run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true),
-        )
-        .await
-    };
-    let (first, second) = tokio::join!(slow, late);
+    let (_redis, a, b, runs) = two_replicas();
+    let (first, second) =
+        first_and_duplicate((&a, &b), &runs, Duration::from_millis(300), true).await;
     assert!(matches!(first, Deduped::Ran(())));
     match second {
         Deduped::Replayed(r) => {
@@ -162,41 +125,14 @@ async fn a_duplicate_on_another_replica_waits_for_the_first() {
 /// duplicate that was waiting runs, and so does a later repeat.
 #[tokio::test]
 async fn an_unrecorded_call_lets_duplicates_run() {
-    let redis = Redis::start();
-    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
-    let runs = AtomicU32::new(0);
-    let x = key("x");
-    let first = a.run(
-        &x,
-        WINDOW,
-        LONGEST,
-        counted(&runs, Duration::from_millis(200), false),
-    );
-    let waiting = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        b.run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, false),
-        )
-        .await
-    };
-    let (first, waiting) = tokio::join!(first, waiting);
+    let (_redis, a, b, runs) = two_replicas();
+    let (first, waiting) =
+        first_and_duplicate((&a, &b), &runs, Duration::from_millis(200), false).await;
     assert!(matches!(
         (first, waiting),
         (Deduped::Ran(()), Deduped::Ran(()))
     ));
-    assert!(matches!(
-        a.run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true)
-        )
-        .await,
-        Deduped::Ran(())
-    ));
+    assert!(matches!(run_now(&a, "x", &runs).await, Deduped::Ran(())));
     assert_eq!(runs.load(Ordering::SeqCst), 3);
 }
 
@@ -206,7 +142,7 @@ async fn an_unrecorded_call_lets_duplicates_run() {
 #[tokio::test]
 async fn a_call_lost_with_its_replica_is_not_repeated() {
     let redis = Redis::start();
-    let b = RedisDedupe::new(&redis.url);
+    let b = RedisDedupe::new(&redis.url());
     // What a replica that died 300 ms before its deadline leaves behind.
     let marker = encode(&Entry::InFlight {
         call: "dead".into(),
@@ -220,15 +156,7 @@ async fn a_call_lost_with_its_replica_is_not_repeated() {
     assert!(matches!(claimed, Claim::Ours));
     let runs = AtomicU32::new(0);
     let started = Instant::now();
-    match b
-        .run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true),
-        )
-        .await
-    {
+    match run_now(&b, "x", &runs).await {
         Deduped::NotRun(r) => {
             assert_eq!(r.outcome, Some(Outcome::Unknown));
             assert!(
@@ -252,9 +180,7 @@ async fn a_call_lost_with_its_replica_is_not_repeated() {
 /// call's whole time.
 #[tokio::test]
 async fn a_dropped_call_is_marked_abandoned() {
-    let redis = Redis::start();
-    let (a, b) = (RedisDedupe::new(&redis.url), RedisDedupe::new(&redis.url));
-    let runs = AtomicU32::new(0);
+    let (_redis, a, b, runs) = two_replicas();
     let dropped = tokio::time::timeout(
         Duration::from_millis(100),
         a.run(
@@ -290,21 +216,10 @@ async fn a_dropped_call_is_marked_abandoned() {
 /// `upstream_error`, a message naming the state URL and saying nothing ran).
 #[tokio::test]
 async fn redis_down_refuses_the_call_without_running_it() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port");
+    let port = free_port();
     let a = RedisDedupe::new(&format!("redis://127.0.0.1:{port}"));
     let runs = AtomicU32::new(0);
-    match a
-        .run(
-            &key("x"),
-            WINDOW,
-            LONGEST,
-            counted(&runs, Duration::ZERO, true),
-        )
-        .await
-    {
+    match run_now(&a, "x", &runs).await {
         Deduped::NotRun(r) => {
             assert_eq!(r.outcome, Some(Outcome::UpstreamError));
             let t = text(&r);

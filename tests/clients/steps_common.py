@@ -1,0 +1,168 @@
+"""The step runner shared by the Python SDK drivers py1_client.py (`mcp` 1.x) and py2_client.py (`mcp` 2.x):
+their command line, steps, output and error handling. Each driver supplies only what differs between the SDK
+versions (see `Sdk`) and calls `main`.
+
+    pyN_client.py URL API_KEY MODE STEPS_JSON
+
+URL         the MCP endpoint, e.g. http://127.0.0.1:PORT/mcp
+API_KEY     sent as `Authorization: Bearer API_KEY`; `-` sends no Authorization header
+MODE        `auto` or `legacy`: the handshake, for SDKs that have a choice (see each driver)
+STEPS_JSON  a JSON array of steps:
+            {"op": "list"}                                   -> {"tools": [{name, title, description,
+                                                                  inputSchema, outputSchema, annotations}]}
+            {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
+                                                                  "content_blocks": [...], "structured_content",
+                                                                  "meta"}
+            A step whose request the SDK rejects with a JSON-RPC error records {"error": {"code", "message"[, "data"]}};
+            any other exception (e.g. the SDK's own output-schema check) records {"exception": {"type", "message"}}.
+
+Prints one JSON object on stdout and exits 0:
+    {"protocol_version": "<negotiated>", "results": [...]}   results[i] always belongs to steps[i]; if the
+        connection breaks down mid-run, "aborted" is added, the step in flight records that error and later
+        steps record {"not_run": "connection aborted"}
+    {"connect_error": "<message>", "connect_error_code": <JSON-RPC code or null>, "http_status": <last HTTP
+        status or null>}   when connecting fails.
+Exits 2 on bad arguments. Per-step timeout: $PY_CLIENT_TIMEOUT seconds (default 30).
+"""
+
+import json
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, AsyncContextManager, Awaitable, Callable
+
+import anyio
+
+TIMEOUT = float(os.environ.get("PY_CLIENT_TIMEOUT", "30"))
+TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+
+@dataclass
+class Sdk:
+    """What differs between the SDK versions a driver runs on."""
+
+    # connect(url, headers, mode, on_response): an async context manager yielding (session, protocol version)
+    # once the handshake is done; `on_response(response)` must be awaited for every HTTP response.
+    connect: Callable[..., AsyncContextManager]
+    # list_page(session, cursor): one page of tools/list, as (tools, next cursor or None).
+    list_page: Callable[[Any, Any], Awaitable[tuple]]
+    # json_rpc_error(exc): (code, message, data) when `exc` is the SDK's JSON-RPC error, else None.
+    json_rpc_error: Callable[[BaseException], Any]
+
+
+def leaf(exc):
+    """The first real exception inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(sdk, exc):
+    exc = leaf(exc)
+    rpc = sdk.json_rpc_error(exc)
+    if rpc is not None:
+        code, message, data = rpc
+        err = {"code": code, "message": message}
+        if data is not None:
+            err["data"] = data
+        return {"error": err}
+    return {"exception": {"type": type(exc).__name__, "message": str(exc) or repr(exc)}}
+
+
+def dump(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def list_tools(sdk, session):
+    tools, cursor = [], None
+    while True:
+        page, cursor = await sdk.list_page(session, cursor)
+        tools += [{k: v for k, v in dump(t).items() if k in TOOL_FIELDS} for t in page]
+        if cursor is None:
+            return {"tools": tools}
+
+
+async def call_tool(session, name, arguments):
+    r = dump(await session.call_tool(name, arguments))
+    blocks = r.get("content", [])
+    return {
+        "is_error": bool(r.get("isError")),
+        "content": [b["text"] for b in blocks if b.get("type") == "text"],
+        "content_blocks": blocks,
+        "structured_content": r.get("structuredContent"),
+        "meta": r.get("_meta"),
+    }
+
+
+async def run_step(sdk, session, step):
+    try:
+        with anyio.fail_after(TIMEOUT):
+            if step["op"] == "list":
+                return await list_tools(sdk, session)
+            return await call_tool(session, step["name"], step.get("arguments"))
+    except Exception as exc:  # recorded, the next step still runs
+        return describe(sdk, exc)
+
+
+async def run(sdk, url, api_key, mode, steps):
+    headers = {} if api_key == "-" else {"Authorization": f"Bearer {api_key}"}
+    out = {"protocol_version": None, "results": []}
+    connected = False
+    statuses = []
+
+    async def on_response(response):
+        statuses.append(response.status_code)
+
+    try:
+        async with sdk.connect(url, headers, mode, on_response) as (session, protocol_version):
+            connected = True
+            out["protocol_version"] = protocol_version
+            for step in steps:
+                out["results"].append(await run_step(sdk, session, step))
+    except Exception as exc:
+        if not connected:
+            err = describe(sdk, exc)
+            detail = err.get("error") or err["exception"]
+            msg = detail["message"] if "error" in err else f"{detail['type']}: {detail['message']}"
+            return {
+                "connect_error": msg,
+                "connect_error_code": detail.get("code"),
+                "http_status": statuses[-1] if statuses else None,
+            }
+        if len(out["results"]) < len(steps):
+            # The connection broke down (e.g. mcp 1.x aborts the session on an HTTP 4xx to a request): the
+            # step in flight gets the error, later steps are marked not run, so results[i] stays steps[i].
+            out["aborted"] = describe(sdk, exc)
+            out["results"].append(out["aborted"])
+            out["results"] += [{"not_run": "connection aborted"}] * (len(steps) - len(out["results"]))
+        # An error while closing (e.g. the session DELETE) after all steps ran is not the test's concern.
+    return out
+
+
+def main(script, sdk):
+    """Runs the driver `script` (its file name, for messages) on `sdk` with the command line's arguments."""
+
+    def usage(msg):
+        print(f"{script}: {msg}\nusage: {script} URL API_KEY auto|legacy STEPS_JSON", file=sys.stderr)
+        sys.exit(2)
+
+    if len(sys.argv) != 5:
+        usage("expected 4 arguments")
+    url, api_key, mode, steps_json = sys.argv[1:]
+    if mode not in ("auto", "legacy"):
+        usage(f"MODE must be auto or legacy, got {mode!r}")
+    try:
+        steps = json.loads(steps_json)
+    except ValueError as e:
+        usage(f"STEPS_JSON is not JSON: {e}")
+    if not isinstance(steps, list):
+        usage("STEPS_JSON must be a JSON array")
+    for s in steps:
+        if not (isinstance(s, dict) and (s.get("op") == "list" or (s.get("op") == "call" and isinstance(s.get("name"), str)))):
+            usage(f"bad step {s!r}: want {{\"op\":\"list\"}} or {{\"op\":\"call\",\"name\":...,\"arguments\":{{...}}}}")
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    # SDK deprecation notices (e.g. streamablehttp_client in mcp 1.30) would only clutter the test's stderr.
+    warnings.simplefilter("ignore")
+    print(json.dumps(anyio.run(run, sdk, url, api_key, mode, steps)), flush=True)
