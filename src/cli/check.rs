@@ -6,7 +6,8 @@
 //! Exit status, so that an operator's CI can stop a contract change that widens a tool:
 //! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, a pin
 //! mismatch, an unreachable upstream, a contract naming a missing upstream or tool); 2 the
-//! configuration or a contract cannot be loaded at all.
+//! configuration or a contract cannot be loaded at all (or the report cannot be written). A
+//! reader that stops early (`| head`) only cuts the report short: the status stays the check's.
 //!
 //! `--json` prints one object whose fields are always present (`null` when not applicable), or,
 //! with exit status 2, `{ok: false, error, hint}`:
@@ -17,6 +18,7 @@
 //!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}]}`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -104,7 +106,7 @@ pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
             if as_json {
                 // CI scripts that parse stdout still get one JSON object.
                 let error = serde_json::json!({"ok": false, "error": e.to_string(), "hint": hint});
-                println!("{error}");
+                write_stdout("check", |out| writeln!(out, "{error}"));
             }
             return ExitCode::from(2);
         }
@@ -112,7 +114,7 @@ pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
     let snapshots = if offline {
         None
     } else {
-        match super::runtime() {
+        match super::runtime(None) {
             Ok(rt) => Some(rt.block_on(contact(&config))),
             Err(e) => {
                 eprintln!("narrowgate check: cannot start the runtime: {e}");
@@ -121,16 +123,19 @@ pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
         }
     };
     let report = build_report(&config, &contracts, snapshots.as_ref());
-    if as_json {
+    let printed = if as_json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => write_stdout("check", |out| writeln!(out, "{text}")),
             Err(e) => {
                 eprintln!("narrowgate check: cannot print the report: {e}");
-                return ExitCode::from(2);
+                false
             }
         }
     } else {
-        print_table(&report);
+        write_stdout("check", |out| print_table(out, &report))
+    };
+    if !printed {
+        return ExitCode::from(2);
     }
     if report.ok {
         ExitCode::SUCCESS
@@ -396,10 +401,29 @@ fn narrowing_of(verdict: Verdict) -> Narrowing {
     }
 }
 
-fn print_table(report: &Report) {
-    println!("config:    {}", report.config);
-    println!("contracts: {}", report.contracts);
-    println!();
+/// Writes a command's output on stdout through `write`. A reader that stops early
+/// (`narrowgate check --json | head -c 10`) is not an error: the output just ends there, quietly
+/// (where `println!` would panic). Any other write error is reported on stderr as
+/// `narrowgate COMMAND: ...`; then it returns false.
+pub(super) fn write_stdout(
+    command: &str,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> bool {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => true,
+        Err(e) => {
+            eprintln!("narrowgate {command}: cannot write to stdout: {e}");
+            false
+        }
+    }
+}
+
+fn print_table(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    writeln!(out, "config:    {}", report.config)?;
+    writeln!(out, "contracts: {}", report.contracts)?;
+    writeln!(out)?;
     let rows: Vec<[String; 3]> = report
         .upstreams
         .iter()
@@ -421,8 +445,8 @@ fn print_table(report: &Report) {
             [u.name.clone(), state, detail]
         })
         .collect();
-    print_columns(&["UPSTREAM", "STATE", "DETAIL"], &rows, |_| vec![]);
-    println!();
+    print_columns(out, &["UPSTREAM", "STATE", "DETAIL"], &rows, |_| vec![])?;
+    writeln!(out)?;
     let rows: Vec<[String; 5]> = report
         .tools
         .iter()
@@ -445,6 +469,7 @@ fn print_table(report: &Report) {
         })
         .collect();
     print_columns(
+        out,
         &["TOOL", "UPSTREAM", "STATUS", "NARROWING", "PIN"],
         &rows,
         |i| {
@@ -467,27 +492,29 @@ fn print_table(report: &Report) {
             }
             extra
         },
-    );
-    println!();
+    )?;
+    writeln!(out)?;
     for w in &report.warnings {
-        println!("warning: {w}");
+        writeln!(out, "warning: {w}")?;
     }
     if report.problems.is_empty() {
-        println!("ok: no problems found");
+        writeln!(out, "ok: no problems found")?;
     } else {
-        println!("{} problem(s) found:", report.problems.len());
+        writeln!(out, "{} problem(s) found:", report.problems.len())?;
         for p in &report.problems {
-            println!("  - {p}");
+            writeln!(out, "  - {p}")?;
         }
     }
+    Ok(())
 }
 
 /// Prints left-aligned columns sized to their content, each row followed by its indented notes.
 fn print_columns<const N: usize>(
+    out: &mut dyn Write,
     header: &[&str; N],
     rows: &[[String; N]],
     notes: impl Fn(usize) -> Vec<String>,
-) {
+) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -495,21 +522,22 @@ fn print_columns<const N: usize>(
         }
     }
     let line = |cells: Vec<&str>| {
-        let mut out = String::new();
+        let mut line = String::new();
         for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
             if i + 1 == N {
-                out.push_str(cell);
+                line.push_str(cell);
             } else {
-                out.push_str(&format!("{cell:<w$}  "));
+                line.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", out.trim_end());
+        line.trim_end().to_string()
     };
-    line(header.to_vec());
+    writeln!(out, "{}", line(header.to_vec()))?;
     for (i, row) in rows.iter().enumerate() {
-        line(row.iter().map(String::as_str).collect());
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
         for note in notes(i) {
-            println!("    {note}");
+            writeln!(out, "    {note}")?;
         }
     }
+    Ok(())
 }

@@ -55,7 +55,7 @@ pub fn run(config_path: &Path, upstream_name: &str) -> ExitCode {
         return ExitCode::from(2);
     };
     let upstream = Upstream::new(upstream_name, upstream_config);
-    let tools = match super::runtime()
+    let tools = match super::runtime(None)
         .map_err(|e| format!("cannot start the runtime: {e}"))
         .and_then(|rt| rt.block_on(list_tools_once(&upstream, LIST_WITHIN)))
     {
@@ -74,8 +74,11 @@ pub fn run(config_path: &Path, upstream_name: &str) -> ExitCode {
     for note in &rendered.left_out {
         eprintln!("narrowgate init: {note}");
     }
-    print!("{}", rendered.text);
-    ExitCode::SUCCESS
+    if super::check::write_stdout("init", |out| out.write_all(rendered.text.as_bytes())) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// A rendered contract file, and the tools that could not be included (with why).

@@ -43,6 +43,11 @@ enum Command {
         /// Log lines as readable text (`human`) or one JSON object per line (`json`).
         #[arg(long, env = "NARROWGATE_LOG_FORMAT", value_enum, default_value_t)]
         log_format: crate::telemetry::logs::LogFormat,
+        /// Threads that serve calls (default: one per CPU core available). On a machine whose
+        /// cores are busy with other work (the upstreams, the clients), fewer threads spend less
+        /// CPU per call: see BENCHMARKS.md.
+        #[arg(long, env = "NARROWGATE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+        workers: Option<u16>,
     },
     /// Check the configuration and contracts; unless --offline, also each tool against its upstream.
     ///
@@ -95,7 +100,11 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config, log_format } => serve::run(&config.config, log_format),
+        Command::Serve {
+            config,
+            log_format,
+            workers,
+        } => serve::run(&config.config, log_format, workers.map(usize::from)),
         Command::Check {
             config,
             offline,
@@ -149,11 +158,14 @@ fn load(config_path: &std::path::Path) -> Result<(Config, ContractSet), LoadErro
     Ok((config, contracts))
 }
 
-/// A tokio runtime for the commands that talk to upstreams.
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+/// A tokio runtime for the commands that talk to upstreams, with `workers` threads (default: one
+/// per available core).
+fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n);
+    }
+    builder.enable_all().build()
 }
 
 fn init_logging(format: crate::telemetry::logs::LogFormat) {

@@ -13,7 +13,7 @@ use crate::gateway::live::Live;
 use crate::gateway::{Gateway, http};
 use crate::telemetry::{self, logs::LogFormat};
 
-pub fn run(config_path: &Path, log_format: LogFormat) -> ExitCode {
+pub fn run(config_path: &Path, log_format: LogFormat, workers: Option<usize>) -> ExitCode {
     super::init_logging(log_format);
     let (config, contracts) = match super::load(config_path) {
         Ok(loaded) => loaded,
@@ -23,7 +23,7 @@ pub fn run(config_path: &Path, log_format: LogFormat) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match super::runtime() {
+    let runtime = match super::runtime(workers) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("narrowgate: cannot start the runtime: {e}");
