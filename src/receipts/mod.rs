@@ -185,13 +185,16 @@ impl Receipt {
             Some(contract) => redact(call.arguments, &contract.redact),
             None => call.arguments.clone(),
         };
-        let millis = call
-            .started
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
+        let since_epoch = call.started.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let millis = i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX);
+        // A UUIDv7 of the call's arrival: ids sort like `time`, so the table needs no other index.
+        let arrival = uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            since_epoch.as_secs(),
+            since_epoch.subsec_nanos(),
+        );
         Receipt {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: uuid::Uuid::new_v7(arrival).to_string(),
             time: format_utc_millis(millis),
             caller: call.caller.to_string(),
             tool: call.tool.to_string(),
@@ -239,12 +242,23 @@ pub fn format_utc_millis(millis: i64) -> String {
 
 /// The current time in the `time` column's format, minus `ago`.
 pub fn utc_time_ago(ago: Duration) -> String {
+    format_utc_millis(millis_ago(ago))
+}
+
+/// The lowest receipt id of calls that arrived at `millis` or later, in text order: a UUIDv7
+/// starts with its 48-bit millisecond timestamp in lowercase hex (`tttttttt-tttt-7…`).
+pub fn id_floor(millis: i64) -> String {
+    let millis = millis.clamp(0, (1 << 48) - 1);
+    format!("{:08x}-{:04x}", millis >> 16, millis & 0xffff)
+}
+
+/// Milliseconds since the Unix epoch, `ago` before now.
+pub fn millis_ago(ago: Duration) -> i64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    let ago = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
-    format_utc_millis(now.saturating_sub(ago))
+    now.saturating_sub(i64::try_from(ago.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Howard Hinnant's `civil_from_days`: days since 1970-01-01 to (year, month, day), proleptic
@@ -266,6 +280,35 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Proves: receipt ids sort like arrival times at millisecond precision, so the id range
+    /// that `--since` and retention use selects exactly the calls that arrived from then on.
+    #[test]
+    fn ids_sort_by_arrival_and_floors_cut_at_the_millisecond() {
+        let at = |millis: u64| {
+            let started = UNIX_EPOCH + Duration::from_millis(millis);
+            let call = Call {
+                caller: "a",
+                tool: "t",
+                contract: None,
+                arguments: &Value::Null,
+                outcome: Outcome::Ok,
+                attempts: 1,
+                replayed: false,
+                started,
+                duration: Duration::ZERO,
+                trace_id: None,
+            };
+            Receipt::of(&call, false).id
+        };
+        let t = 1_764_500_000_123_u64;
+        let (before, exact, after) = (at(t - 1), at(t), at(t + 1));
+        assert!(before < exact && exact < after);
+        let floor = id_floor(t as i64);
+        assert!(before < floor, "{before} < {floor}");
+        assert!(exact >= floor && after >= floor);
+        assert!(after >= id_floor(t as i64 + 1) && exact < id_floor(t as i64 + 1));
+    }
 
     #[test]
     fn times_are_rfc3339_utc_with_millis() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::types::Value as SqlValue;
 
 use super::store::{ReceiptError, open_for_reading};
-use super::{Outcome, Receipt, utc_time_ago};
+use super::{Outcome, Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// Which receipts to return. Every set field must match.
 #[derive(Debug, Clone, Default)]
@@ -40,8 +40,12 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         values.push(SqlValue::Text(outcome.as_str().to_string()));
     }
     if let Some(since) = filter.since {
+        // The id range finds the rows through the table's key; `time` makes the cut exact.
+        let from = millis_ago(since);
+        conditions.push("id >= ?");
+        values.push(SqlValue::Text(id_floor(from)));
         conditions.push("time >= ?");
-        values.push(SqlValue::Text(utc_time_ago(since)));
+        values.push(SqlValue::Text(format_utc_millis(from)));
     }
     let mut sql = String::from(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
@@ -53,7 +57,7 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         sql.push_str(&conditions.join(" AND "));
     }
     // Newest first to apply the limit, then turned around: output reads like a log.
-    sql.push_str(" ORDER BY time DESC, id DESC");
+    sql.push_str(" ORDER BY id DESC");
     if let Some(limit) = filter.limit {
         sql.push_str(" LIMIT ?");
         values.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));

@@ -1,0 +1,242 @@
+//! The receipts writer: commits under concurrency, failures, schema versions.
+
+use super::*;
+use crate::receipts::Outcome;
+use serde_json::json;
+use std::time::SystemTime;
+
+fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
+    Call {
+        caller: "alice",
+        tool,
+        contract: None,
+        arguments,
+        outcome: Outcome::Denied,
+        attempts: 0,
+        replayed: false,
+        started: SystemTime::now(),
+        duration: Duration::from_millis(3),
+        trace_id: None,
+    }
+}
+
+#[tokio::test]
+async fn concurrent_records_are_all_committed_and_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = Settings {
+        path: dir.path().join("nested/folder/receipts.db"),
+        store_arguments: true,
+        retention: None,
+        fsync: false,
+    };
+    let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            let args = json!({ "i": i });
+            log.record(&call("nope", &args)).await
+        }));
+    }
+    for task in tasks {
+        assert!(task.await.expect("task").is_some(), "every receipt commits");
+    }
+    let connection = open_for_reading(&settings.path).expect("read");
+    let count: i64 = connection
+        .query_row("SELECT count(*) FROM receipts", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(count, 200);
+    let kept: Option<String> = connection
+        .query_row("SELECT arguments FROM receipts LIMIT 1", [], |r| r.get(0))
+        .expect("row");
+    assert_eq!(kept, None, "arguments of an unknown tool are never kept");
+}
+
+/// Proves: with many callers on several threads racing to commit (inline, and through the
+/// writer thread with `fsync`), no receipt is lost or left waiting: callers that find the
+/// writer busy are carried by the commit in progress or the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_callers_all_commit_in_both_modes() {
+    for fsync in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let settings = Settings {
+            path: dir.path().join("r.db"),
+            store_arguments: false,
+            retention: None,
+            fsync,
+        };
+        let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..32 {
+            let log = log.clone();
+            tasks.spawn(async move {
+                for i in 0..40 {
+                    let args = json!({ "t": t, "i": i });
+                    let recorded = tokio::time::timeout(
+                        Duration::from_secs(20),
+                        log.record(&call("nope", &args)),
+                    )
+                    .await
+                    .expect("no receipt waits forever");
+                    assert!(recorded.is_some(), "every receipt commits (fsync: {fsync})");
+                }
+            });
+        }
+        tasks.join_all().await;
+        let connection = open_for_reading(&settings.path).expect("read");
+        let count: i64 = connection
+            .query_row("SELECT count(*) FROM receipts", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(count, 32 * 40, "fsync: {fsync}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_write_is_reported_and_does_not_block_the_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = Settings {
+        path: dir.path().join("r.db"),
+        store_arguments: false,
+        retention: None,
+        fsync: false,
+    };
+    let log = ReceiptLog::open(&settings).expect("open");
+    let args = json!({});
+    assert!(log.record(&call("a", &args)).await.is_some());
+    // Sabotage the database from outside, as a full disk or an operator's mistake would.
+    let other = Connection::open(&settings.path).expect("open");
+    other
+        .execute_batch("DROP TABLE receipts")
+        .expect("drop table");
+    let answered = tokio::time::timeout(Duration::from_secs(10), log.record(&call("b", &args)))
+        .await
+        .expect("record returns although the write failed");
+    assert_eq!(answered, None);
+}
+
+/// Not a check but a measurement, for the benchmark notes:
+/// `cargo test --release --lib receipt_log_write_cost -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn receipt_log_write_cost() {
+    for base in [std::env::temp_dir(), PathBuf::from("/dev/shm")] {
+        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        let settings = Settings {
+            path: dir.path().join("r.db"),
+            store_arguments: false,
+            retention: None,
+            fsync: false,
+        };
+        let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
+        let args = json!({"message": "hello"});
+        const N: usize = 500;
+        let started = Instant::now();
+        for _ in 0..N {
+            assert!(log.record(&call("echo", &args)).await.is_some());
+        }
+        let sequential = started.elapsed();
+        const TASKS: usize = 64;
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..TASKS {
+            let log = log.clone();
+            tasks.spawn(async move {
+                let args = json!({"message": "hello"});
+                for _ in 0..N / 10 {
+                    assert!(log.record(&call("echo", &args)).await.is_some());
+                }
+            });
+        }
+        tasks.join_all().await;
+        let concurrent = started.elapsed();
+        eprintln!(
+            "{}: one at a time {:.0} receipts/s ({:.2} ms each); {TASKS} concurrent \
+             writers {:.0} receipts/s",
+            base.display(),
+            N as f64 / sequential.as_secs_f64(),
+            sequential.as_secs_f64() * 1000.0 / N as f64,
+            (TASKS * N / 10) as f64 / concurrent.as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let c = Connection::open(&path).expect("open");
+    c.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .expect("set version");
+    drop(c);
+    let settings = Settings {
+        path,
+        store_arguments: false,
+        retention: None,
+        fsync: false,
+    };
+    let e = ReceiptLog::open(&settings).expect_err("refused");
+    assert!(e.to_string().contains("newer"), "{e}");
+}
+
+/// Proves: a version-1 database (rowid table with `id` and `time` indexes) is upgraded in place
+/// when the gateway opens it: every receipt is kept, `--since` still finds it, new receipts are
+/// added beside it, and the version is recorded.
+#[tokio::test]
+async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let old = Connection::open(&path).expect("open");
+    old.execute_batch(
+        "CREATE TABLE receipts (
+            id TEXT PRIMARY KEY NOT NULL, time TEXT NOT NULL, caller TEXT NOT NULL,
+            tool TEXT NOT NULL, upstream TEXT, upstream_tool TEXT, contract_digest TEXT,
+            arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL, attempts INTEGER NOT NULL,
+            replayed INTEGER NOT NULL, duration_ms REAL NOT NULL, trace_id TEXT, arguments TEXT);
+         CREATE INDEX receipts_time ON receipts (time);
+         PRAGMA user_version = 1;",
+    )
+    .expect("version 1 schema");
+    let id = uuid::Uuid::now_v7().to_string();
+    let time = crate::receipts::utc_time_ago(Duration::ZERO);
+    old.execute(
+        "INSERT INTO receipts VALUES (?1, ?2, 'alice', 'echo', 'demo', 'echo', NULL, 'abc', \
+         'ok', 1, 0, 1.5, NULL, NULL)",
+        params![id, time],
+    )
+    .expect("old receipt");
+    drop(old);
+
+    let settings = Settings {
+        path: path.clone(),
+        store_arguments: false,
+        retention: None,
+        fsync: false,
+    };
+    let log = ReceiptLog::open(&settings).expect("upgraded");
+    let args = json!({});
+    assert!(log.record(&call("b", &args)).await.is_some());
+    let connection = open_for_reading(&path).expect("read");
+    let version: i64 = connection
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, SCHEMA_VERSION);
+    let recent = crate::receipts::query::receipts(
+        &path,
+        &crate::receipts::query::Filter {
+            since: Some(Duration::from_secs(60)),
+            ..Default::default()
+        },
+    )
+    .expect("query");
+    let ids: Vec<&str> = recent.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], id, "the old receipt comes first, as the oldest");
+    let indexes: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'receipts'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("indexes");
+    assert_eq!(indexes, 0, "the key is the only index left");
+}
