@@ -37,7 +37,15 @@ pub struct CallKey {
 
 enum Slot {
     InFlight(watch::Receiver<Option<Recorded>>),
-    Done { recorded: Recorded, until: Instant },
+    Done {
+        recorded: Recorded,
+        until: Instant,
+    },
+    /// The call was dropped mid-flight: until the window ends, repeats answer that its effect is
+    /// unknown (as with shared records in Redis) rather than run it a second time.
+    Abandoned {
+        until: Instant,
+    },
 }
 
 /// How a deduplicated call was answered.
@@ -138,6 +146,11 @@ impl MemoryDedupe {
                 Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
                     return Deduped::Replayed(replayed(recorded.clone()));
                 }
+                Some(Slot::Abandoned { until }) if *until > Instant::now() => {
+                    return Deduped::NotRun(effect_unknown(
+                        "an identical call was abandoned in flight",
+                    ));
+                }
                 Some(Slot::InFlight(rx)) => Some(rx.clone()),
                 _ => None,
             }
@@ -158,7 +171,7 @@ impl MemoryDedupe {
             if slots.len() > PRUNE_ABOVE {
                 let now = Instant::now();
                 slots.retain(|_, slot| match slot {
-                    Slot::Done { until, .. } => *until > now,
+                    Slot::Done { until, .. } | Slot::Abandoned { until } => *until > now,
                     Slot::InFlight(_) => true,
                 });
             }
@@ -167,6 +180,7 @@ impl MemoryDedupe {
         let mut guard = InFlightGuard {
             cache: self,
             key: &key,
+            window,
             armed: true,
         };
         let (value, record) = run.await;
@@ -191,11 +205,12 @@ impl MemoryDedupe {
     }
 }
 
-/// Removes the in-flight slot if the running call is dropped (client gone), so the key is not
-/// stuck; waiters then learn the first call was abandoned.
+/// Marks the key abandoned if the running call is dropped (client gone): waiters learn at once
+/// that the first call's effect is unknown, and so do repeats until the window ends.
 struct InFlightGuard<'a> {
     cache: &'a MemoryDedupe,
     key: &'a CallKey,
+    window: Duration,
     armed: bool,
 }
 
@@ -203,7 +218,8 @@ impl Drop for InFlightGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
             let mut slots = self.cache.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots.remove(self.key);
+            let until = Instant::now() + self.window;
+            slots.insert(self.key.clone(), Slot::Abandoned { until });
         }
     }
 }
@@ -392,5 +408,30 @@ mod tests {
             Deduped::NotRun(r) => assert_eq!(r.outcome, Some(Outcome::Unknown)),
             _ => panic!("the duplicate of an abandoned call ran or was replayed"),
         }
+        // A repeat after the abandonment, inside the window, is not run either (as with Redis).
+        let later = cache
+            .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                ((), Some(ok("later")))
+            })
+            .await;
+        match later {
+            Deduped::NotRun(r) => assert_eq!(r.outcome, Some(Outcome::Unknown)),
+            _ => panic!("a repeat of an abandoned call ran inside its window"),
+        }
+        // After the window, the key is free again.
+        let after = cache.run(key("b"), Duration::from_millis(30), LONGEST, async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            ((), Some(ok("b")))
+        });
+        let _ = tokio::time::timeout(Duration::from_millis(20), after).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(
+            cache
+                .run(key("b"), Duration::from_secs(60), LONGEST, async {
+                    ((), Some(ok("b again")))
+                })
+                .await,
+            Deduped::Ran(())
+        ));
     }
 }
