@@ -16,6 +16,8 @@
 #   --no-build                   use the release binaries already in target/release
 #   --gateway-bin NAME=PATH      also measure another narrowgate binary, as target NAME, with the
 #                                same config (repeatable; to compare a change against the build)
+#   --workers-variants "1" [WORKER_VARIANTS=1]  also measure the same binary with --workers N, as
+#                                target narrowgate-wN (space-separated list; "" for none)
 #   --upstream-bin PATH          demo-upstream binary to use instead of target/release's
 #   --narrowgate-bin PATH        narrowgate binary measured as target `narrowgate` (default: the build)
 #   LOADGEN_THREADS=1            worker threads of the load generator
@@ -40,6 +42,7 @@ BUILD=1
 WITH_MCP_PROXY=0
 WITH_CONTEXTFORGE=0
 EXTRA_GATEWAYS=()
+WORKER_VARIANTS=${WORKER_VARIANTS:-1}
 UPSTREAM_BIN=""
 NARROWGATE_BIN=""
 
@@ -56,9 +59,10 @@ while [ $# -gt 0 ]; do
         --with-mcp-proxy) WITH_MCP_PROXY=1; shift ;;
         --with-contextforge) WITH_CONTEXTFORGE=1; shift ;;
         --gateway-bin) EXTRA_GATEWAYS+=("$2"); shift 2 ;;
+        --workers-variants) WORKER_VARIANTS=$2; shift 2 ;;
         --upstream-bin) UPSTREAM_BIN=$2; shift 2 ;;
         --narrowgate-bin) NARROWGATE_BIN=$2; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -231,6 +235,21 @@ for extra in "${EXTRA_GATEWAYS[@]:-}"; do
     add_target "$name" "http://127.0.0.1:$port/mcp" "http://127.0.0.1:$port/mcp" {} {}_stateless gateway "$pid"
     printf '{"kind":"idle","target":"%s","gateway_rss_kib":%s}\n' "$name" "$(rss_kib $pid)" | record
     log "$name ($bin) ready at http://127.0.0.1:$port/mcp (pid $pid)"
+done
+
+# The same build with fewer runtime threads (`serve --workers N`).
+for w in $WORKER_VARIANTS; do
+    port=$(free_port)
+    write_config "$WORK/gateway-w$w.yaml" "$BENCH/contracts" "$port" \
+        "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
+    "$NARROWGATE_BIN" serve --workers "$w" --config "$WORK/gateway-w$w.yaml" \
+        >"$WORK/gateway-w$w.out" 2>"$WORK/gateway-w$w.err" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_ready "http://127.0.0.1:$port/readyz" 4
+    add_target "narrowgate-w$w" "http://127.0.0.1:$port/mcp" "http://127.0.0.1:$port/mcp" {} {}_stateless gateway "$pid"
+    printf '{"kind":"idle","target":"narrowgate-w%s","gateway_rss_kib":%s}\n' "$w" "$(rss_kib $pid)" | record
+    log "narrowgate --workers $w ready at http://127.0.0.1:$port/mcp (pid $pid)"
 done
 
 if [ "$WITH_MCP_PROXY" = 1 ]; then
