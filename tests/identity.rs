@@ -299,6 +299,10 @@ async fn bad_tokens_are_refused_with_401_and_nothing_is_forwarded() {
             "eyJhbGciOiJSUzI1NiJ9.not-base64!.x".to_string(),
         ),
         ("not a JWT", "not-a-jwt-and-no-key".to_string()),
+        (
+            "a valid token whose subject is an API-key caller's name",
+            token(&k.rsa, "alice", ops.clone()),
+        ),
     ];
     for (what, bad) in &catalogue {
         let reply = call(&raw, bad, &session, "counter", json!({})).await;
@@ -312,6 +316,11 @@ async fn bad_tokens_are_refused_with_401_and_nothing_is_forwarded() {
             "{what}: {challenge}"
         );
     }
+    // A token named like an API-key caller cannot use that caller's session (nor its limits).
+    let alices_session = raw.open_session(Some(KEY), V).await;
+    let as_alice = token(&k.rsa, "alice", ops.clone());
+    let hijack = call(&raw, &as_alice, &alices_session, "counter", json!({})).await;
+    assert_eq!(hijack.status, 401, "{hijack:?}");
     let expired = call(&raw, &catalogue[0].1, &session, "counter", json!({})).await;
     assert!(
         expired.body.contains("the token has expired"),
@@ -324,7 +333,9 @@ async fn bad_tokens_are_refused_with_401_and_nothing_is_forwarded() {
     );
     let log = gw.log();
     assert!(
-        log.contains("the token has expired") && log.contains("\"none\" is not accepted"),
+        log.contains("the token has expired")
+            && log.contains("\"none\" is not accepted")
+            && log.contains("which is a caller of the configuration"),
         "{log}"
     );
     assert!(

@@ -70,6 +70,10 @@ pub struct Authenticator {
     keyed: Vec<([u8; 32], Arc<Caller>)>,
     anonymous: Option<Arc<Caller>>,
     tokens: Option<TokenValidator>,
+    /// The names in `callers`: a token naming one of them is refused, since sessions, limits and
+    /// receipts are keyed by caller name and a token must not act as (or be counted as) a
+    /// configured caller.
+    configured_names: std::collections::HashSet<String>,
 }
 
 impl Authenticator {
@@ -77,6 +81,7 @@ impl Authenticator {
     pub fn from_config(config: &Config) -> Authenticator {
         let mut auth = Authenticator::default();
         for c in &config.callers {
+            auth.configured_names.insert(c.name.clone());
             let caller = Arc::new(Caller {
                 name: c.name.clone(),
                 tools: c.tools.clone(),
@@ -124,11 +129,13 @@ impl Authenticator {
             return Ok(caller);
         }
         match &self.tokens {
-            Some(validator) if token.bytes().filter(|b| *b == b'.').count() == 2 => validator
-                .validate(token)
-                .await
-                .map(Arc::new)
-                .map_err(AuthError::Token),
+            Some(validator) if token.bytes().filter(|b| *b == b'.').count() == 2 => {
+                let caller = validator.validate(token).await.map_err(AuthError::Token)?;
+                if self.configured_names.contains(&caller.name) {
+                    return Err(AuthError::Token(TokenError::NameTaken(caller.name)));
+                }
+                Ok(Arc::new(caller))
+            }
             _ => Err(AuthError::Invalid),
         }
     }

@@ -53,6 +53,11 @@ pub enum TokenError {
     KeysUnavailable(String),
     #[error("the token is not valid: {0}")]
     Other(String),
+    #[error(
+        "the token names caller `{0}`, which is a caller of the configuration (an API key): \
+         token subjects and configured caller names must differ"
+    )]
+    NameTaken(String),
 }
 
 impl TokenError {
