@@ -265,6 +265,16 @@ async fn the_receipts_command_filters_while_the_gateway_runs() {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(count(&["--since", "1s"]), 0);
+    // `--db` reads the file without loading any configuration (here: one that does not exist).
+    let db = config
+        .parent()
+        .expect("config dir")
+        .join("data/receipts.db");
+    let direct = receipts_json(
+        &config.with_file_name("absent.yaml"),
+        &["--db", &db.display().to_string(), "--caller", "alice"],
+    );
+    assert_eq!(direct.len(), 4);
 
     let (code, table, _) = receipts_command(&config, &["--tool", "fail"]);
     assert_eq!(code, 0);

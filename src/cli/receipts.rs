@@ -33,6 +33,11 @@ pub struct ReceiptsArgs {
     /// Print a JSON array of receipts (one per line) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Read this receipts database instead of the one the configuration names. No configuration
+    /// is loaded: for a machine without the gateway's environment (its `${VAR}`s, its
+    /// `api_key_env` keys), or a copy of the file.
+    #[arg(long, value_name = "FILE")]
+    db: Option<std::path::PathBuf>,
 }
 
 fn outcome(text: &str) -> Result<Outcome, String> {
@@ -48,14 +53,16 @@ fn outcome(text: &str) -> Result<Outcome, String> {
 /// Exit status: 0 listed (possibly nothing, or cut short by a reader that stopped early), 1 the
 /// database cannot be read or stdout cannot be written, 2 unusable input.
 pub fn run(args: ReceiptsArgs) -> ExitCode {
-    let config = match Config::load(&args.config.config) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("narrowgate: {e}");
-            return ExitCode::from(2);
-        }
+    let path = match args.db {
+        Some(db) => db,
+        None => match Config::load(&args.config.config) {
+            Ok(config) => Settings::of(&config).path,
+            Err(e) => {
+                eprintln!("narrowgate: {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
-    let settings = Settings::of(&config);
     let filter = Filter {
         tool: args.tool,
         caller: args.caller,
@@ -63,7 +70,7 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
         since: args.since,
         limit: args.limit,
     };
-    let receipts = match query::receipts(&settings.path, &filter) {
+    let receipts = match query::receipts(&path, &filter) {
         Ok(receipts) => receipts,
         Err(e) => {
             eprintln!("narrowgate: {e}");
@@ -71,7 +78,7 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
         }
     };
     if receipts.is_empty() && !args.json {
-        eprintln!("no matching receipts in {}", settings.path.display());
+        eprintln!("no matching receipts in {}", path.display());
         return ExitCode::SUCCESS;
     }
     let printed = super::check::write_stdout("receipts", |out| {
