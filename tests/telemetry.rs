@@ -192,7 +192,12 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
 
     // A refused call: error.type is the JSON-RPC code, the status ERROR.
     let denied = find(&spans, &denied_trace, &service, "SPAN_KIND_SERVER").expect("denied");
-    assert_eq!(denied["name"], "tools/call nope");
+    // An unknown tool's name (the client's text) stays out of span names and tool attributes.
+    assert_eq!(denied["name"], "tools/call");
+    assert!(
+        denied["attributes"].get("gen_ai.tool.name").is_none(),
+        "{denied:#}"
+    );
     assert_eq!(denied["parent_span_id"], denied_span);
     assert_eq!(denied["attributes"]["error.type"], "-32602", "{denied:#}");
     assert_eq!(denied["attributes"]["narrowgate.outcome"], "denied");

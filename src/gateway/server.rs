@@ -165,8 +165,15 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let tool = request.name.clone();
-        telemetry::serve("tools/call", Some(&tool), &context, async {
+        // Span names stay a bounded set: a name that is no exposed tool is the client's text.
+        let known = self
+            .live
+            .current()
+            .catalog()
+            .exposed(&request.name)
+            .is_some();
+        let tool = known.then(|| request.name.clone());
+        telemetry::serve("tools/call", tool.as_deref(), &context, async {
             let caller = caller_of(&context)?;
             let protocol = context.protocol_version();
             self.live
