@@ -47,25 +47,9 @@ CREATE TABLE IF NOT EXISTS receipts (
 ) WITHOUT ROWID;
 ";
 
-/// From version 1 (a rowid table with indexes on `id` and `time`): the same rows, rekeyed.
-const MIGRATE_FROM_1: &str = "
-ALTER TABLE receipts RENAME TO receipts_v1;
-CREATE TABLE receipts (
-    id               TEXT PRIMARY KEY NOT NULL,
-    time             TEXT NOT NULL,
-    caller           TEXT NOT NULL,
-    tool             TEXT NOT NULL,
-    upstream         TEXT,
-    upstream_tool    TEXT,
-    contract_digest  TEXT,
-    arguments_digest TEXT NOT NULL,
-    outcome          TEXT NOT NULL,
-    attempts         INTEGER NOT NULL,
-    replayed         INTEGER NOT NULL,
-    duration_ms      REAL NOT NULL,
-    trace_id         TEXT,
-    arguments        TEXT
-) WITHOUT ROWID;
+/// From version 1 (a rowid table with indexes on `id` and `time`): the old table is renamed,
+/// [`SCHEMA`] creates the new one, then this copies the rows over and drops the old table.
+const COPY_FROM_1: &str = "
 INSERT INTO receipts SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
     arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments FROM receipts_v1;
 DROP TABLE receipts_v1;
@@ -317,11 +301,14 @@ fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, ReceiptError
     let transaction = connection.transaction().map_err(open_err)?;
     if found == 1 {
         transaction
-            .execute_batch(MIGRATE_FROM_1)
+            .execute_batch("ALTER TABLE receipts RENAME TO receipts_v1")
             .map_err(open_err)?;
-        tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
     }
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
+    if found == 1 {
+        transaction.execute_batch(COPY_FROM_1).map_err(open_err)?;
+        tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
+    }
     transaction
         .pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
