@@ -195,6 +195,10 @@ write_config() {
         echo "    tools: ['*']"
         echo "    rate: 100000/s"
         echo "state: memory"
+        # Each gateway its own receipts database: builds may differ in schema, and no gateway
+        # should wait on another's writes.
+        echo "receipts:"
+        echo "  path: ${file%.yaml}-receipts.db"
     } >"$file"
 }
 
@@ -220,36 +224,35 @@ add_target() { TARGETS+=("$*"); }
 add_target direct "$UP_LEGACY_URL" "$UP_STATELESS_URL" {} {} - -
 add_target narrowgate "$GW_URL" "$GW_URL" {} {}_stateless gateway "$GW_PID"
 
-# Other narrowgate builds (--gateway-bin NAME=PATH), same config on their own ports.
-for extra in "${EXTRA_GATEWAYS[@]:-}"; do
-    [ -z "$extra" ] && continue
-    name=${extra%%=*}; bin=${extra#*=}
-    [ -x "$bin" ] || die "--gateway-bin $extra: $bin is not executable"
+# start_gateway_target NAME BIN [SERVE ARGS...]: another narrowgate target with the same config
+# on its own port.
+start_gateway_target() {
+    local name=$1 bin=$2; shift 2
+    local port pid
     port=$(free_port)
     write_config "$WORK/gateway-$name.yaml" "$BENCH/contracts" "$port" \
         "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
-    "$bin" serve --config "$WORK/gateway-$name.yaml" >"$WORK/gateway-$name.out" 2>"$WORK/gateway-$name.err" &
+    "$bin" serve "$@" --config "$WORK/gateway-$name.yaml" \
+        >"$WORK/gateway-$name.out" 2>"$WORK/gateway-$name.err" &
     pid=$!
     PIDS+=("$pid")
     wait_ready "http://127.0.0.1:$port/readyz" 4
     add_target "$name" "http://127.0.0.1:$port/mcp" "http://127.0.0.1:$port/mcp" {} {}_stateless gateway "$pid"
     printf '{"kind":"idle","target":"%s","gateway_rss_kib":%s}\n' "$name" "$(rss_kib $pid)" | record
-    log "$name ($bin) ready at http://127.0.0.1:$port/mcp (pid $pid)"
+    log "$name ($bin${*:+ $*}) ready at http://127.0.0.1:$port/mcp (pid $pid)"
+}
+
+# Other narrowgate builds (--gateway-bin NAME=PATH).
+for extra in "${EXTRA_GATEWAYS[@]:-}"; do
+    [ -z "$extra" ] && continue
+    bin=${extra#*=}
+    [ -x "$bin" ] || die "--gateway-bin $extra: $bin is not executable"
+    start_gateway_target "${extra%%=*}" "$bin"
 done
 
 # The same build with fewer runtime threads (`serve --workers N`).
 for w in $WORKER_VARIANTS; do
-    port=$(free_port)
-    write_config "$WORK/gateway-w$w.yaml" "$BENCH/contracts" "$port" \
-        "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
-    "$NARROWGATE_BIN" serve --workers "$w" --config "$WORK/gateway-w$w.yaml" \
-        >"$WORK/gateway-w$w.out" 2>"$WORK/gateway-w$w.err" &
-    pid=$!
-    PIDS+=("$pid")
-    wait_ready "http://127.0.0.1:$port/readyz" 4
-    add_target "narrowgate-w$w" "http://127.0.0.1:$port/mcp" "http://127.0.0.1:$port/mcp" {} {}_stateless gateway "$pid"
-    printf '{"kind":"idle","target":"narrowgate-w%s","gateway_rss_kib":%s}\n' "$w" "$(rss_kib $pid)" | record
-    log "narrowgate --workers $w ready at http://127.0.0.1:$port/mcp (pid $pid)"
+    start_gateway_target "narrowgate-w$w" "$NARROWGATE_BIN" --workers "$w"
 done
 
 if [ "$WITH_MCP_PROXY" = 1 ]; then
