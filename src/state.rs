@@ -96,7 +96,8 @@ pub fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    match rest.split_once('@') {
+    // The host follows the last `@`, as URL parsers read it; the password may contain `@`.
+    match rest.rsplit_once('@') {
         Some((userinfo, host)) => {
             let user = userinfo.split(':').next().unwrap_or("");
             format!("{scheme}://{user}:***@{host}")
@@ -118,5 +119,10 @@ mod tests {
             "redis://u:***@127.0.0.1:6379/0"
         );
         assert_eq!(redact_password("redis://h:1"), "redis://h:1");
+        // A password holding `@`: the host is after the last one.
+        assert_eq!(
+            redact_password("redis://u:p@ss@h:6379"),
+            "redis://u:***@h:6379"
+        );
     }
 }

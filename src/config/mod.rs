@@ -442,15 +442,23 @@ fn jwks_url_allowed(url: &str) -> bool {
     if url.starts_with("https://") {
         return true;
     }
-    let Some(rest) = url.strip_prefix("http://") else {
+    if !url.starts_with("http://") {
+        return false;
+    }
+    // The host as an HTTP client will read it (after any `user@`), never a prefix match:
+    // `http://127.evil.example/` and `http://127.0.0.1@evil.example/` are not loopback.
+    let Some(host) = url
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_string))
+    else {
         return false;
     };
-    let authority = rest.split('/').next().unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => authority.split(':').next().unwrap_or(""),
-    };
-    host == "localhost" || host == "::1" || host.starts_with("127.")
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The folder of a file, for resolving paths written relative to it.
@@ -480,6 +488,30 @@ mod tests {
         config.resolve_paths();
         config.validate()?;
         Ok(config)
+    }
+
+    /// Proves: plain-HTTP key sets are accepted only from loopback hosts as an HTTP client reads
+    /// the host, so look-alike names and user-info tricks are refused.
+    #[test]
+    fn jwks_over_plain_http_only_from_loopback() {
+        for ok in [
+            "https://idp.example/jwks",
+            "http://127.0.0.1:8080/jwks",
+            "http://127.5.6.7/jwks",
+            "http://localhost/jwks",
+            "http://[::1]:9/jwks",
+        ] {
+            assert!(jwks_url_allowed(ok), "{ok}");
+        }
+        for refused in [
+            "http://127.evil.example/jwks",
+            "http://127.0.0.1@evil.example/jwks",
+            "http://localhost.evil.example/jwks",
+            "http://10.0.0.1/jwks",
+            "ftp://127.0.0.1/jwks",
+        ] {
+            assert!(!jwks_url_allowed(refused), "{refused}");
+        }
     }
 
     #[test]

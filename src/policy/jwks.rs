@@ -150,9 +150,9 @@ impl RemoteKeys {
         }
         match self.download().await {
             Ok(keys) if keys.keys.is_empty() => {
-                // Counts as a failure, so requests do not refetch it back to back.
-                tracing::error!(url = %self.url, "the issuer's JWKS holds no RS256, ES256 or EdDSA signature key; every token is refused");
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                // Counts as a failure (the cached keys stay), so requests do not refetch it back
+                // to back.
+                tracing::error!(url = %self.url, "the issuer's JWKS holds no RS256, ES256 or EdDSA signature key; keeping the keys cached before, if any");
                 log.failed_at = Some(Instant::now());
             }
             Ok(keys) => {
