@@ -140,43 +140,43 @@ impl MemoryDedupe {
     where
         F: Future<Output = (T, Option<Recorded>)>,
     {
-        let waiting = {
-            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            match slots.get(&key) {
-                Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
-                    return Deduped::Replayed(replayed(recorded.clone()));
+        // Claim the key, or wait for the identical call in flight and look again when it ends:
+        // it recorded an answer (replayed), was abandoned (effect unknown), or recorded nothing
+        // because it never reached the upstream (then this call claims the key and runs).
+        // Looking and claiming happen under one lock, so two identical calls never both run.
+        let tx = loop {
+            let mut in_flight = {
+                let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+                match slots.get(&key) {
+                    Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
+                        return Deduped::Replayed(replayed(recorded.clone()));
+                    }
+                    Some(Slot::Abandoned { until }) if *until > Instant::now() => {
+                        return Deduped::NotRun(effect_unknown(
+                            "an identical call was abandoned in flight",
+                        ));
+                    }
+                    Some(Slot::InFlight(rx)) => rx.clone(),
+                    _ => {
+                        if slots.len() > PRUNE_ABOVE {
+                            let now = Instant::now();
+                            slots.retain(|_, slot| match slot {
+                                Slot::Done { until, .. } | Slot::Abandoned { until } => {
+                                    *until > now
+                                }
+                                Slot::InFlight(_) => true,
+                            });
+                        }
+                        let (tx, rx) = watch::channel(None);
+                        slots.insert(key.clone(), Slot::InFlight(rx));
+                        break tx;
+                    }
                 }
-                Some(Slot::Abandoned { until }) if *until > Instant::now() => {
-                    return Deduped::NotRun(effect_unknown(
-                        "an identical call was abandoned in flight",
-                    ));
-                }
-                Some(Slot::InFlight(rx)) => Some(rx.clone()),
-                _ => None,
+            };
+            if let Ok(recorded) = in_flight.wait_for(Option::is_some).await {
+                return Deduped::Replayed(replayed(recorded.clone().unwrap_or_default()));
             }
         };
-        if let Some(mut rx) = waiting {
-            return match rx.wait_for(Option::is_some).await {
-                Ok(recorded) => Deduped::Replayed(replayed(recorded.clone().unwrap_or_default())),
-                // The first call was abandoned mid-flight: its effect is unknown, and running
-                // again could make it happen twice.
-                Err(_) => Deduped::NotRun(effect_unknown(
-                    "an identical call was in flight and was abandoned",
-                )),
-            };
-        }
-        let (tx, rx) = watch::channel(None);
-        {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            if slots.len() > PRUNE_ABOVE {
-                let now = Instant::now();
-                slots.retain(|_, slot| match slot {
-                    Slot::Done { until, .. } | Slot::Abandoned { until } => *until > now,
-                    Slot::InFlight(_) => true,
-                });
-            }
-            slots.insert(key.clone(), Slot::InFlight(rx));
-        }
         let mut guard = InFlightGuard {
             cache: self,
             key: &key,
@@ -373,6 +373,58 @@ mod tests {
                 .await,
             Deduped::Ran(())
         ));
+    }
+
+    /// Proves: identical calls started together on several threads run once (looking and
+    /// claiming the key are one step), and a duplicate waiting on a call that recorded nothing
+    /// (it never reached the upstream) runs itself, as with Redis, rather than answer "unknown".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn identical_calls_started_together_run_once() {
+        let cache = Arc::new(DedupeCache::default());
+        let runs = Arc::new(AtomicU32::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            let (cache, runs) = (cache.clone(), runs.clone());
+            tasks.spawn(async move {
+                cache
+                    .run(key("same"), Duration::from_secs(60), LONGEST, async {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        ((), Some(ok("once")))
+                    })
+                    .await
+            });
+        }
+        let answers = tasks.join_all().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the call ran once");
+        let replays = answers
+            .iter()
+            .filter(|a| matches!(a, Deduped::Replayed(_)))
+            .count();
+        assert_eq!(replays, 15, "every other call replayed its answer");
+
+        let first = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                cache
+                    .run(key("unsent"), Duration::from_secs(60), LONGEST, async {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        ((), None)
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let second = cache
+            .run(key("unsent"), Duration::from_secs(60), LONGEST, async {
+                ((), Some(ok("second")))
+            })
+            .await;
+        assert!(matches!(first.await.expect("joins"), Deduped::Ran(())));
+        assert!(
+            matches!(second, Deduped::Ran(())),
+            "the waiter ran itself once the first recorded nothing"
+        );
     }
 
     /// Proves: a duplicate of a call dropped mid-flight is not run and not replayed: it answers
