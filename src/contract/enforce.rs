@@ -83,9 +83,11 @@ pub struct OutputSchemas<'a> {
 /// rebuilt from it alone, so nothing outside the contract reaches the client. Upstream tool errors
 /// pass through, bounded in size.
 pub fn check_result(
-    result: CallToolResult,
+    mut result: CallToolResult,
     schemas: &OutputSchemas<'_>,
 ) -> Result<CallToolResult, ResultRejection> {
+    // The upstream's `_meta` is upstream data outside any contract: it is never passed on.
+    result.meta = None;
     if encoded_len(&result) > schemas.max_bytes {
         return Err(ResultRejection::TooLarge {
             limit: schemas.max_bytes,
@@ -113,8 +115,6 @@ pub fn check_result(
     let text = serde_json::to_string(&structured).unwrap_or_default();
     let mut checked = CallToolResult::success(vec![ContentBlock::text(text)]);
     checked.structured_content = Some(structured);
-    // The upstream's `_meta` is upstream data outside the contract: it is not passed on.
-    drop(result.meta);
     Ok(checked)
 }
 
