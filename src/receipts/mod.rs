@@ -240,11 +240,6 @@ pub fn format_utc_millis(millis: i64) -> String {
     )
 }
 
-/// The current time in the `time` column's format, minus `ago`.
-pub fn utc_time_ago(ago: Duration) -> String {
-    format_utc_millis(millis_ago(ago))
-}
-
 /// The lowest receipt id of calls that arrived at `millis` or later, in text order: a UUIDv7
 /// starts with its 48-bit millisecond timestamp in lowercase hex (`tttttttt-tttt-7…`).
 pub fn id_floor(millis: i64) -> String {

@@ -120,6 +120,8 @@ pub struct ReceiptLog {
     store_arguments: bool,
     /// Commits flush to stable storage: leave them to the writer thread.
     fsync: bool,
+    /// Joined on drop, so receipts queued last are committed before the process exits.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What the callers and the writer thread share.
@@ -128,7 +130,8 @@ struct Shared {
     queue: Mutex<Vec<Pending>>,
     /// Whoever holds the connection commits the queue.
     writer: Mutex<Writer>,
-    /// Wakes the writer thread (new receipts in `fsync` mode; the log closing).
+    /// Wakes the writer thread: receipts to commit (every one in `fsync` mode; what a caller's
+    /// commit left in the queue otherwise), the log closing.
     wake: Condvar,
     closed: AtomicBool,
 }
@@ -158,9 +161,8 @@ impl ReceiptLog {
         let background = Background {
             shared: shared.clone(),
             retention: settings.retention,
-            fsync: settings.fsync,
         };
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("receipts-writer".into())
             .spawn(move || background.run())
             .map_err(ReceiptError::Thread)?;
@@ -170,6 +172,7 @@ impl ReceiptLog {
             path: settings.path.clone(),
             store_arguments: settings.store_arguments,
             fsync: settings.fsync,
+            thread: Some(thread),
         })
     }
 
@@ -213,8 +216,11 @@ impl ReceiptLog {
 impl Drop for ReceiptLog {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Release);
-        let _queue = self.shared.queue();
+        drop(self.shared.queue());
         self.shared.wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -223,37 +229,47 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Commits everything queued, unless another thread holds the writer: that thread then
-    /// commits what we queued before it lets go (it checks the queue again after unlocking).
+    /// A caller's commit: one batch, which holds its own receipt, unless another thread holds
+    /// the writer (that thread commits what we queued, or leaves it to the writer thread).
+    /// Whatever queued meanwhile is left to the writer thread, so no call keeps committing for
+    /// others under load.
     fn commit_queued(&self) {
-        loop {
-            let mut writer = match self.writer.try_lock() {
-                Ok(writer) => writer,
-                Err(TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(TryLockError::WouldBlock) => return,
-            };
-            self.commit_while_holding(&mut writer);
-            drop(writer);
-            // A receipt queued between our last look and the unlock found the writer busy.
-            if self.queue().is_empty() {
-                return;
-            }
+        let mut writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        self.commit_batch(&mut writer);
+        drop(writer);
+        // Receipts queued while we held the writer found it busy: wake the writer thread.
+        if !self.queue().is_empty() {
+            self.wake.notify_one();
         }
+    }
+
+    /// The writer thread's commit: waits for the writer and commits until the queue is empty.
+    fn commit_all(&self) {
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.commit_while_holding(&mut writer);
+    }
+
+    /// Commits up to [`MAX_BATCH`] queued receipts; false when there were none.
+    fn commit_batch(&self, writer: &mut Writer) -> bool {
+        let batch = {
+            let mut queue = self.queue();
+            let n = queue.len().min(MAX_BATCH);
+            queue.drain(..n).collect::<Vec<_>>()
+        };
+        let any = !batch.is_empty();
+        if any {
+            writer.commit(batch);
+        }
+        any
     }
 
     /// Commits batches until the queue is empty.
     fn commit_while_holding(&self, writer: &mut Writer) {
-        loop {
-            let batch = {
-                let mut queue = self.queue();
-                let n = queue.len().min(MAX_BATCH);
-                queue.drain(..n).collect::<Vec<_>>()
-            };
-            if batch.is_empty() {
-                return;
-            }
-            writer.commit(batch);
-        }
+        while self.commit_batch(writer) {}
     }
 }
 
@@ -336,15 +352,15 @@ struct Writer {
     path: PathBuf,
 }
 
-/// The writer thread: commits in `fsync` mode, and the retention.
+/// The writer thread: commits in `fsync` mode and what callers' commits left over, and the
+/// retention.
 struct Background {
     shared: Arc<Shared>,
     retention: Option<Duration>,
-    fsync: bool,
 }
 
 impl Background {
-    /// Runs until the [`ReceiptLog`] is dropped, then commits what is left.
+    /// Runs until the [`ReceiptLog`] is dropped (which waits for it), then commits what is left.
     fn run(self) {
         let mut next_prune = Instant::now();
         loop {
@@ -353,8 +369,7 @@ impl Background {
                 None => Instant::now() + IDLE_WAKE,
             };
             self.wait_until(due);
-            // In `fsync` mode this is every commit; otherwise a safety net that finds nothing.
-            self.shared.commit_queued();
+            self.shared.commit_all();
             if self.shared.closed.load(Ordering::Acquire) {
                 return;
             }
@@ -363,22 +378,18 @@ impl Background {
             {
                 let mut writer = self.shared.writer.lock().unwrap_or_else(|p| p.into_inner());
                 next_prune = Instant::now() + writer.prune(retention);
+                // Receipts queued during the prune found the writer busy.
                 self.shared.commit_while_holding(&mut writer);
-                drop(writer);
-                self.shared.commit_queued();
             }
         }
     }
 
-    /// Sleeps until `due`, the log closing, or (in `fsync` mode) a receipt to commit.
+    /// Sleeps until `due`, the log closing, or receipts to commit.
     fn wait_until(&self, due: Instant) {
         let mut queue = self.shared.queue();
         loop {
             let now = Instant::now();
-            if now >= due
-                || self.shared.closed.load(Ordering::Acquire)
-                || (self.fsync && !queue.is_empty())
-            {
+            if now >= due || self.shared.closed.load(Ordering::Acquire) || !queue.is_empty() {
                 return;
             }
             queue = match self.shared.wake.wait_timeout(queue, due - now) {
@@ -495,6 +506,15 @@ pub fn open_for_reading(path: &Path) -> Result<Connection, ReceiptError> {
     )
     .map_err(read_err)?;
     connection.busy_timeout(BUSY_TIMEOUT).map_err(read_err)?;
+    let found: i64 = connection
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(read_err)?;
+    if found > SCHEMA_VERSION {
+        return Err(ReceiptError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+        });
+    }
     Ok(connection)
 }
 

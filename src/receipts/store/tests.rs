@@ -160,6 +160,8 @@ async fn receipt_log_write_cost() {
     }
 }
 
+/// Proves: a database written by a newer narrowgate is neither written nor read (by the
+/// gateway or `narrowgate receipts`), with an error saying so.
 #[test]
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -175,6 +177,8 @@ fn a_newer_schema_is_refused() {
         fsync: false,
     };
     let e = ReceiptLog::open(&settings).expect_err("refused");
+    assert!(e.to_string().contains("newer"), "{e}");
+    let e = open_for_reading(&settings.path).expect_err("refused for reading too");
     assert!(e.to_string().contains("newer"), "{e}");
 }
 
@@ -197,7 +201,7 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
     )
     .expect("version 1 schema");
     let id = uuid::Uuid::now_v7().to_string();
-    let time = crate::receipts::utc_time_ago(Duration::ZERO);
+    let time = crate::receipts::format_utc_millis(crate::receipts::millis_ago(Duration::ZERO));
     old.execute(
         "INSERT INTO receipts VALUES (?1, ?2, 'alice', 'echo', 'demo', 'echo', NULL, 'abc', \
          'ok', 1, 0, 1.5, NULL, NULL)",
