@@ -58,9 +58,9 @@ impl Gateway {
         let started = SystemTime::now();
         let clock = Instant::now();
         let tool = request.name.to_string();
-        // Kept for the receipt, since `execute` consumes the request.
+        // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let executed = self.execute(caller, request, protocol).await;
+        let executed = self.execute(caller, request, &arguments, protocol).await;
         let call = Call {
             caller: &caller.name,
             tool: &tool,
@@ -113,6 +113,7 @@ impl Gateway {
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
+        arguments: &Value,
         protocol: Option<&ProtocolVersion>,
     ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
@@ -128,11 +129,10 @@ impl Gateway {
         let upstream_schemas = tool.upstream_schemas.as_ref();
 
         // 2. Validate the arguments against the contract and the upstream's own schema.
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         if let Err(rejection) = enforce::check_arguments(
             &contract.input_validator,
             upstream_schemas.map(|s| s.input.as_ref()),
-            &arguments,
+            arguments,
         ) {
             return (
                 rejected_input(rejection.to_string(), protocol),
@@ -164,7 +164,7 @@ impl Gateway {
         let key = CallKey {
             caller: caller.name.clone(),
             tool: contract.name.clone(),
-            arguments: digest::sha256_of(&arguments),
+            arguments: digest::sha256_of(arguments),
         };
         // How long the call can take: a duplicate on another replica waits about that long.
         let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
