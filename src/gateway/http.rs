@@ -1,7 +1,7 @@
 //! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
-//! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) → authentication (401) and the
-//! tool's scopes (403 `insufficient_scope`) → session ownership (404 for another caller's session) →
-//! rmcp's Streamable HTTP service (413 for large bodies).
+//! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) and JSON (400, -32700) →
+//! authentication (401) and the tool's scopes (403 `insufficient_scope`) → session ownership
+//! (404 for another caller's session) → rmcp's Streamable HTTP service.
 //! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
 
 use std::collections::HashMap;

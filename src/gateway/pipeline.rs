@@ -202,7 +202,8 @@ impl Gateway {
     async fn call_upstream(&self, tool: &ExposedTool, arguments: Option<JsonObject>) -> Executed {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
-        let Some(upstream) = self.upstreams.get(&contract.upstream) else {
+        let (Some(upstream), Some(_)) = (self.upstreams.get(&contract.upstream), upstream_schemas)
+        else {
             let unavailable = CallError::Unavailable(contract.upstream.clone());
             return (
                 Ok(tool_error(unavailable.to_string())),
@@ -210,14 +211,6 @@ impl Gateway {
             )
                 .into();
         };
-        if upstream_schemas.is_none() {
-            let unavailable = CallError::Unavailable(upstream.name.clone());
-            return (
-                Ok(tool_error(unavailable.to_string())),
-                Outcome::UpstreamError,
-            )
-                .into();
-        }
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
         forwarded.arguments = arguments;
         let attempted = upstream

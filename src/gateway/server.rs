@@ -165,19 +165,15 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // One version for the whole call, span name included.
+        let gateway = self.live.current();
         // Span names stay a bounded set: a name that is no exposed tool is the client's text.
-        let known = self
-            .live
-            .current()
-            .catalog()
-            .exposed(&request.name)
-            .is_some();
+        let known = gateway.catalog().exposed(&request.name).is_some();
         let tool = known.then(|| request.name.clone());
         telemetry::serve("tools/call", tool.as_deref(), &context, async {
             let caller = caller_of(&context)?;
             let protocol = context.protocol_version();
-            self.live
-                .current()
+            gateway
                 .call_tool(&caller, request, protocol.as_ref())
                 .await
                 .map(|mut result| {

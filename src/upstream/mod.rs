@@ -123,15 +123,6 @@ impl Upstream {
         current.peer.clone()
     }
 
-    /// Calls `params.name` on the upstream, waiting at most `timeout` for the answer.
-    pub async fn call(
-        &self,
-        params: CallToolRequestParams,
-        timeout: Duration,
-    ) -> Result<CallToolResult, CallError> {
-        self.attempt(params, timeout, 1).await
-    }
-
     /// One attempt of a call, in its own CLIENT span (whose context goes upstream in `_meta`).
     async fn attempt(
         &self,
@@ -157,12 +148,13 @@ impl Upstream {
         result
     }
 
-    /// Calls like [`call`](Self::call), retrying up to `retries` times on transient failures
-    /// (timeout, connection lost) with jittered exponential backoff. Only the caller knows whether
-    /// a retry is safe: pass `retries: 0` for tools that are not idempotent.
+    /// Calls `params.name` on the upstream, waiting at most `timeout` for each answer, and
+    /// retrying up to `retries` times on transient failures (timeout, connection lost) with
+    /// jittered exponential backoff. Only the caller knows whether a retry is safe: pass
+    /// `retries: 0` for tools that are not idempotent.
     pub async fn call_with_retries(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         timeout: Duration,
         retries: u32,
     ) -> Attempted {
@@ -170,7 +162,13 @@ impl Upstream {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let result = self.attempt(params.clone(), timeout, attempts).await;
+            // The last attempt takes the parameters; earlier ones send a copy.
+            let sent = if attempts > retries {
+                std::mem::take(&mut params)
+            } else {
+                params.clone()
+            };
+            let result = self.attempt(sent, timeout, attempts).await;
             let transient = matches!(
                 result,
                 Err(CallError::Timeout(_) | CallError::ConnectionLost(_))
@@ -269,13 +267,13 @@ impl Upstream {
     }
 }
 
-/// Exponential backoff with up to 25% jitter, so restarting children and retried calls do not
-/// move in lockstep.
 /// The backoff between retries of a call: from this…
 const RETRY_BACKOFF_FIRST: Duration = Duration::from_millis(100);
 /// …doubling up to this (before jitter).
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
+/// Exponential backoff with up to 25% jitter, so restarting children and retried calls do not
+/// move in lockstep.
 struct Backoff {
     first: Duration,
     max: Duration,
