@@ -185,16 +185,16 @@ impl Receipt {
             Some(contract) => redact(call.arguments, &contract.redact),
             None => call.arguments.clone(),
         };
-        let since_epoch = call.started.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let millis = i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX);
-        // A UUIDv7 of the call's arrival: ids sort like `time`, so the table needs no other index.
-        let arrival = uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            since_epoch.as_secs(),
-            since_epoch.subsec_nanos(),
-        );
+        let millis = call
+            .started
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
         Receipt {
-            id: uuid::Uuid::new_v7(arrival).to_string(),
+            // Written when the call ends, and increasing within the process (the uuid crate's
+            // shared context), so ids sort in the order receipts were written and the table needs
+            // no other index; a receipt's id is never earlier than its `time`.
+            id: uuid::Uuid::now_v7().to_string(),
             time: format_utc_millis(millis),
             caller: call.caller.to_string(),
             tool: call.tool.to_string(),
@@ -240,8 +240,9 @@ pub fn format_utc_millis(millis: i64) -> String {
     )
 }
 
-/// The lowest receipt id of calls that arrived at `millis` or later, in text order: a UUIDv7
-/// starts with its 48-bit millisecond timestamp in lowercase hex (`tttttttt-tttt-7…`).
+/// The lowest receipt id written at `millis` or later, in text order: a UUIDv7 starts with its
+/// 48-bit millisecond timestamp in lowercase hex (`tttttttt-tttt-7…`). Since a receipt is written
+/// after its call arrived, every call that arrived from `millis` on has an id at or above it.
 pub fn id_floor(millis: i64) -> String {
     let millis = millis.clamp(0, (1 << 48) - 1);
     format!("{:08x}-{:04x}", millis >> 16, millis & 0xffff)
@@ -276,29 +277,35 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Proves: receipt ids sort like arrival times at millisecond precision, so the id range
-    /// that `--since` and retention use selects exactly the calls that arrived from then on.
+    /// Proves: receipt ids increase in the order receipts are written, even within one
+    /// millisecond, and `id_floor(t)` separates ids of millisecond `t` and later from earlier
+    /// ones, so the id range that `--since` and retention use loses no receipt.
     #[test]
-    fn ids_sort_by_arrival_and_floors_cut_at_the_millisecond() {
+    fn ids_increase_and_floors_cut_at_the_millisecond() {
+        let call = Call {
+            caller: "a",
+            tool: "t",
+            contract: None,
+            arguments: &Value::Null,
+            outcome: Outcome::Ok,
+            attempts: 1,
+            replayed: false,
+            started: SystemTime::now(),
+            duration: Duration::ZERO,
+            trace_id: None,
+        };
+        let ids: Vec<String> = (0..1000).map(|_| Receipt::of(&call, false).id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
         let at = |millis: u64| {
-            let started = UNIX_EPOCH + Duration::from_millis(millis);
-            let call = Call {
-                caller: "a",
-                tool: "t",
-                contract: None,
-                arguments: &Value::Null,
-                outcome: Outcome::Ok,
-                attempts: 1,
-                replayed: false,
-                started,
-                duration: Duration::ZERO,
-                trace_id: None,
-            };
-            Receipt::of(&call, false).id
+            let ts = uuid::Timestamp::from_unix(
+                uuid::NoContext,
+                millis / 1000,
+                (millis % 1000) as u32 * 1_000_000,
+            );
+            uuid::Uuid::new_v7(ts).to_string()
         };
         let t = 1_764_500_000_123_u64;
         let (before, exact, after) = (at(t - 1), at(t), at(t + 1));
-        assert!(before < exact && exact < after);
         let floor = id_floor(t as i64);
         assert!(before < floor, "{before} < {floor}");
         assert!(exact >= floor && after >= floor);

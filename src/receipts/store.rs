@@ -24,7 +24,7 @@ use super::{Call, Receipt, Settings, id_floor, millis_ago};
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 2;
 
-/// One table, keyed by the receipt id: a UUIDv7 of the call's arrival, so the key serves
+/// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
 /// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
 /// separate time index and id index made three (version 1; three times the cost per receipt).
 /// Other filters scan: the table is an audit log read by an operator.
