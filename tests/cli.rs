@@ -475,7 +475,7 @@ fn hash_key_takes_the_key_as_argument_or_on_stdin() {
 /// Proves: every command's `--help` shows an example.
 #[test]
 fn every_command_has_help_with_an_example() {
-    for cmd in ["serve", "check", "init", "hash-key"] {
+    for cmd in ["serve", "check", "init", "receipts", "hash-key"] {
         let out = narrowgate(&[cmd, "--help"], None);
         assert!(out.status.success(), "{cmd}: {out:?}");
         let text = stdout(&out);

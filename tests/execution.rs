@@ -150,7 +150,7 @@ async fn calls_survive_tool_list_changes_under_load() {
         })
     };
     for _ in 0..10 {
-        let _ = call_answered(&c, "toggle_extra", json!({})).await;
+        call_ok(&c, "toggle_extra", json!({})).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failures = load.await.expect("load task");

@@ -1,8 +1,6 @@
 //! Receipts (SPEC §4.11) and `narrowgate receipts` (SPEC §6) against the real binary and the
 //! demo upstream over stdio: one receipt per call for every outcome, durability under SIGKILL,
 //! redaction, retention, and the command's filters.
-//!
-//! `rate_limited` is not produced here yet: add a case once rate limits are enforced.
 
 mod common;
 
@@ -46,10 +44,18 @@ tools:
     redact: [/token]
   fail:
     privilege: read
+  add:
+    privilege: read
+    rate: 1/m
+    input:
+      type: object
+      properties: { a: { type: number }, b: { type: number } }
+      required: [a, b]
+      additionalProperties: false
 "#;
 
-/// echo (with a redacted `token`), fail, bad_weather, slow, slow_write (timing out, unsure) and
-/// crash.
+/// echo (with a redacted `token`), fail, add (one call a minute), bad_weather, slow, slow_write
+/// (timing out, unsure) and crash.
 fn contract() -> String {
     [
         CONTRACT_START,
@@ -78,6 +84,12 @@ async fn every_outcome_leaves_exactly_one_receipt() {
     assert!(ok.is_ok_and(|r| r.is_error != Some(true)));
     let failed = call(&alice, "fail", json!({})).await;
     assert!(failed.is_ok_and(|r| r.is_error == Some(true)));
+    let sum = json!({"a": 1, "b": 2});
+    let added = call(&alice, "add", sum.clone()).await;
+    let added = added.expect("answered");
+    assert!(added.is_error != Some(true), "{added:?}");
+    let limited = call(&alice, "add", sum.clone()).await;
+    assert!(limited.is_ok_and(|r| r.is_error == Some(true)));
     let unknown = call(&alice, "nope", json!({"x": 1})).await;
     assert!(unknown.is_err_and(|e| e.contains("Unknown tool")));
     let forbidden = call(&carol, "echo", json!({"message": "hi"})).await;
@@ -119,6 +131,8 @@ async fn every_outcome_leaves_exactly_one_receipt() {
             json!({"message": "hi"}),
         ),
         ("alice", "fail", "tool_error", Some("fail"), 1, json!({})),
+        ("alice", "add", "ok", Some("add"), 1, sum.clone()),
+        ("alice", "add", "rate_limited", Some("add"), 0, sum),
         ("alice", "nope", "denied", None, 0, json!({"x": 1})),
         (
             "carol",

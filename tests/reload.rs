@@ -83,7 +83,17 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     call_ok(&alice, "echo", json!({"message": "still"})).await;
     let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
     write(&gw, "narrowgate.yaml", broken_config);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    retry_until(
+        &gw,
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        "the broken config's refusal",
+        async || match gw.log().matches("reload refused").count() {
+            2.. => Ok(()),
+            n => Err(format!("{n} `reload refused` in the log")),
+        },
+    )
+    .await;
     let r = call(&alice, "echo", json!({"message": "still"}))
         .await
         .expect("echo");

@@ -531,9 +531,9 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
     );
 }
 
-/// Proves (and measures, with `--ignored --nocapture`): sequential calls cost about the same with
-/// telemetry off, with metrics, and with every span exported over gRPC to rotel; prints the mean
-/// time per call of each (receipts on tmpfs, so their fsync does not drown the difference).
+/// Not a check but a measurement (`--ignored --nocapture`): the mean time per sequential call
+/// with telemetry off, with metrics, and with every span exported over gRPC to rotel (receipts on
+/// tmpfs, so their writes do not drown the difference).
 #[tokio::test]
 #[ignore = "benchmark: run with --ignored --nocapture"]
 async fn telemetry_cost_per_call() {
