@@ -133,7 +133,10 @@ def main() -> None:
         for mode in ("legacy", "stateless"):
             check(f"{t}: added p50 with 1 client, {mode}: < 0.3 ms",
                   ng(f"{mode}-c1").get("added_p50_ms"), TARGETS["added_p50_ms_1"], lambda v, l: v < l)
-        for label, under_load in (("16 and 64 clients", True), ("1 client", False)):
+        loaded = sorted({int(r["scenario"].rsplit("-c", 1)[1]) for r in rows
+                         if not r["scenario"].endswith("-c1")})
+        loaded_label = " and ".join(str(c) for c in loaded) + " clients"
+        for label, under_load in ((loaded_label, True), ("1 client", False)):
             cpu_values = [r["gateway_cpu_ms_per_call"] for r in rows
                           if r["target"] == t and r["gateway_cpu_ms_per_call"] is not None
                           and r["scenario"].endswith("-c1") != under_load]
@@ -194,7 +197,7 @@ def main() -> None:
             name = "narrowgate" if proc == "gateway" else "demo upstream (direct)"
             if v.get("rss_kib_with_sessions"):
                 p(f"| {name} RSS with {s['opened']} open sessions | {v['rss_kib_with_sessions'] / 1024:.1f} MiB "
-                  f"({fmt(v['kib_per_session'], 1)} KiB/session; {v['rss_kib_after_close'] / 1024:.1f} MiB after closing) |")
+                  f"({fmt(v['kib_per_session'], 1)} KiB/session; {fmt((v['rss_kib_after_close'] or 0) / 1024, 1)} MiB after closing) |")
         if s["errors"]:
             p(f"| session errors ({s['label']}) | {s['errors']}: {s['error_samples'][:1]} |")
     for label, v in startup.items():

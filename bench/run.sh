@@ -149,7 +149,7 @@ record() { cat >>"$RAW"; }   # one JSON object per line
 # ---------------------------------------------------------------------------------------------
 # The machine and the run.
 GIT_REV=${BENCH_GIT_REV:-$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-GIT_DIRTY=$(cd "$ROOT" && { git diff --quiet HEAD -- src Cargo.toml 2>/dev/null && echo false || echo true; })
+GIT_DIRTY=$(cd "$ROOT" && { git diff --quiet HEAD -- src Cargo.toml tests/upstream bench 2>/dev/null && echo false || echo true; })
 python3 - "$RAW" <<EOF
 import json, os, platform, sys
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
