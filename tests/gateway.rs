@@ -3,6 +3,8 @@
 //! Every test starts the real binary on its own port.
 
 mod common;
+#[path = "gateway/forwarding.rs"]
+mod forwarding;
 
 use std::time::{Duration, Instant};
 

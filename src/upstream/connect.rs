@@ -1,8 +1,10 @@
 //! Opening one MCP client connection to an upstream: a stdio child process or a Streamable HTTP
-//! server, through rmcp's client. The connection reports tool-list changes on a channel.
+//! server, through rmcp's client. The connection reports tool-list changes on a channel. An HTTP
+//! connection also comes with a [`Forwarder`] for `tools/call` on the same session.
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
@@ -12,6 +14,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
+use super::forward::{Forwarder, SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
 /// The gateway's side of an upstream connection: it identifies itself and passes
@@ -35,6 +38,12 @@ impl ClientHandler for UpstreamClient {
 
 pub type Connection = RunningService<RoleClient, UpstreamClient>;
 
+/// An open connection, and for an HTTP upstream the fast path of its `tools/call`.
+pub struct Connected {
+    pub connection: Connection,
+    pub forwarder: Option<Forwarder>,
+}
+
 /// Why a connection could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -45,6 +54,8 @@ pub enum ConnectError {
     },
     #[error("invalid header `{0}` for the upstream")]
     Header(String),
+    #[error("invalid upstream URL `{0}`")]
+    Url(String),
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
 }
@@ -54,7 +65,7 @@ pub async fn connect(
     name: &str,
     transport: &UpstreamTransport,
     handler: UpstreamClient,
-) -> Result<Connection, ConnectError> {
+) -> Result<Connected, ConnectError> {
     match transport {
         UpstreamTransport::Stdio {
             command,
@@ -92,10 +103,14 @@ pub async fn connect(
                     }
                 });
             }
-            handler
+            let connection = handler
                 .serve(child)
                 .await
-                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))
+                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
+            Ok(Connected {
+                connection,
+                forwarder: None,
+            })
         }
         UpstreamTransport::Http { url, headers } => {
             let mut custom = HashMap::new();
@@ -117,11 +132,21 @@ pub async fn connect(
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-            let transport = StreamableHttpClientTransport::with_client(http, config);
-            handler
+            let parsed = reqwest::Url::parse(url).map_err(|_| ConnectError::Url(url.clone()))?;
+            let client = TappedClient {
+                http,
+                tap: Arc::new(SessionTap::default()),
+            };
+            let forwarder = Forwarder::new(name, parsed, &client, handler.tools_changed.clone());
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let connection = handler
                 .serve(transport)
                 .await
-                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))
+                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
+            Ok(Connected {
+                connection,
+                forwarder: Some(forwarder),
+            })
         }
     }
 }

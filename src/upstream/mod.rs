@@ -5,6 +5,8 @@
 //! waits for a connection: a down upstream answers at once.
 
 mod connect;
+mod forward;
+mod sse;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -18,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{UpstreamConfig, UpstreamTransport};
 use crate::telemetry::UpstreamAttempt;
 
-pub use connect::{ConnectError, UpstreamClient, connect};
+pub use connect::{ConnectError, Connected, UpstreamClient, connect};
+use forward::{Forwarded, Forwarder};
 
 /// How often a connected upstream is pinged.
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
@@ -62,7 +65,15 @@ pub struct Snapshot {
 struct Current {
     status: Status,
     peer: Option<Peer<RoleClient>>,
+    /// HTTP upstreams: `tools/call` sent on `peer`'s session without going through rmcp.
+    forwarder: Option<Arc<Forwarder>>,
     tools: Arc<Vec<Tool>>,
+}
+
+/// How a call reaches a connected upstream.
+struct Route {
+    peer: Peer<RoleClient>,
+    forwarder: Option<Arc<Forwarder>>,
 }
 
 /// One upstream server and its current connection.
@@ -96,6 +107,7 @@ impl Upstream {
             current: RwLock::new(Current {
                 status: Status::Starting,
                 peer: None,
+                forwarder: None,
                 tools: Arc::new(Vec::new()),
             }),
         }
@@ -109,18 +121,24 @@ impl Upstream {
         }
     }
 
-    fn set(&self, status: Status, peer: Option<Peer<RoleClient>>, tools: Option<Vec<Tool>>) {
+    fn set(&self, status: Status, route: Option<Route>, tools: Option<Vec<Tool>>) {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         current.status = status;
-        current.peer = peer;
+        (current.peer, current.forwarder) = match route {
+            Some(route) => (Some(route.peer), route.forwarder),
+            None => (None, None),
+        };
         if let Some(tools) = tools {
             current.tools = Arc::new(tools);
         }
     }
 
-    fn peer(&self) -> Option<Peer<RoleClient>> {
+    fn route(&self) -> Option<Route> {
         let current = self.current.read().unwrap_or_else(|p| p.into_inner());
-        current.peer.clone()
+        Some(Route {
+            peer: current.peer.clone()?,
+            forwarder: current.forwarder.clone(),
+        })
     }
 
     /// One attempt of a call, in its own CLIENT span (whose context goes upstream in `_meta`).
@@ -130,22 +148,38 @@ impl Upstream {
         timeout: Duration,
         attempt: u32,
     ) -> Result<CallToolResult, CallError> {
-        let peer = self
-            .peer()
+        let route = self
+            .route()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
         let span = UpstreamAttempt::start(&self.name, &self.transport, attempt, &mut params);
-        let result = match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Err(_) => Err(CallError::Timeout(timeout)),
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(ServiceError::McpError(e))) => Err(CallError::Protocol(e)),
-            Ok(Err(e)) => {
+        let result = tokio::time::timeout(timeout, self.send(route, params))
+            .await
+            .unwrap_or(Err(CallError::Timeout(timeout)));
+        span.finish(&result);
+        result
+    }
+
+    /// Sends the call through the forwarder when there is one and it takes the call, through
+    /// rmcp otherwise.
+    async fn send(
+        &self,
+        route: Route,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, CallError> {
+        if let Some(forwarder) = &route.forwarder
+            && let Forwarded::Answered(result) = forwarder.call(&params).await
+        {
+            return result;
+        }
+        match route.peer.call_tool(params).await {
+            Ok(result) => Ok(result),
+            Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
+            Err(e) => {
                 // The transport's own text names rmcp internals: log it, answer plainly.
                 tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
                 Err(CallError::ConnectionLost(self.name.clone()))
             }
-        };
-        span.finish(&result);
-        result
+        }
     }
 
     /// Calls `params.name` on the upstream, waiting at most `timeout` for each answer, and
@@ -212,8 +246,16 @@ impl Upstream {
             };
             let reason = match connected {
                 Err(e) => e.to_string(),
-                Ok(connection) => {
+                Ok(Connected {
+                    connection,
+                    forwarder,
+                }) => {
+                    let forwarder = forwarder.map(Arc::new);
                     let peer = connection.peer().clone();
+                    let route = || Route {
+                        peer: peer.clone(),
+                        forwarder: forwarder.clone(),
+                    };
                     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
                         .await;
                     match peer.list_all_tools().await {
@@ -221,7 +263,7 @@ impl Upstream {
                         Ok(tools) => {
                             tracing::info!(upstream = %self.name, tools = tools.len(), "upstream connected");
                             backoff.reset();
-                            self.set(Status::Up, Some(peer.clone()), Some(tools));
+                            self.set(Status::Up, Some(route()), Some(tools));
                             let _ = changed.send(self.name.clone());
                             // Dropping `ended_by_peer` (on stop or on a failed re-list) cancels
                             // the connection, which also ends a stdio child.
@@ -244,7 +286,7 @@ impl Upstream {
                                         match peer.list_all_tools().await {
                                             Ok(tools) => {
                                                 tracing::info!(upstream = %self.name, tools = tools.len(), "upstream tool list changed");
-                                                self.set(Status::Up, Some(peer.clone()), Some(tools));
+                                                self.set(Status::Up, Some(route()), Some(tools));
                                                 let _ = changed.send(self.name.clone());
                                             }
                                             Err(e) => break format!("re-listing tools failed: {e}"),
@@ -310,7 +352,7 @@ impl Backoff {
 pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
     let (tx, _rx) = mpsc::unbounded_channel();
     let attempt = async {
-        let connection = connect(
+        let Connected { connection, .. } = connect(
             &upstream.name,
             &upstream.transport,
             UpstreamClient { tools_changed: tx },

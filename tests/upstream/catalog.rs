@@ -120,7 +120,7 @@ pub fn base_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "whoami",
-            "Returns the HTTP request headers this upstream received, as JSON text ({} on stdio).",
+            "Returns the HTTP request headers this upstream received, and the JSON-RPC request id under `:id`, as JSON text.",
             no_params(),
         ),
         Tool::new(

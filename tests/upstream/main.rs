@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! demo-upstream stdio
-//! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless]
+//! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
@@ -23,6 +23,7 @@ mod tools;
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
 use clap::{Parser, Subcommand};
@@ -60,6 +61,9 @@ enum Transport {
         /// Stateless mode: no `Mcp-Session-Id`, plain JSON responses.
         #[arg(long)]
         stateless: bool,
+        /// Close a session after this many milliseconds without activity (rmcp's default: 5 min).
+        #[arg(long)]
+        session_idle_ms: Option<u64>,
     },
 }
 
@@ -83,7 +87,8 @@ fn main() -> ExitCode {
                 port,
                 host,
                 stateless,
-            } => serve_http(&host, port, stateless).await,
+                session_idle_ms,
+            } => serve_http(&host, port, stateless, session_idle_ms).await,
         }
     });
     match result {
@@ -114,7 +119,12 @@ async fn serve_stdio() -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn serve_http(host: &str, port: u16, stateless: bool) -> Result<(), BoxError> {
+async fn serve_http(
+    host: &str,
+    port: u16,
+    stateless: bool,
+    session_idle_ms: Option<u64>,
+) -> Result<(), BoxError> {
     let shutdown = CancellationToken::new();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
@@ -126,11 +136,11 @@ async fn serve_http(host: &str, port: u16, stateless: bool) -> Result<(), BoxErr
     // One shared state for the whole process: every session (or, stateless, every request)
     // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global.
     let handler = DemoUpstream::new();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let mut sessions = LocalSessionManager::default();
+    if let Some(ms) = session_idle_ms {
+        sessions.session_config.keep_alive = Some(Duration::from_millis(ms));
+    }
+    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions.into(), config);
     let app = axum::Router::new().nest_service("/mcp", service);
 
     let listener = tokio::net::TcpListener::bind((host, port))

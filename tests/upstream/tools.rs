@@ -214,9 +214,11 @@ async fn slow(
     }
 }
 
-/// The HTTP request headers (lower-case names, sorted; repeated headers joined with ", ").
+/// The HTTP request headers (lower-case names, sorted; repeated headers joined with ", "), and
+/// the JSON-RPC request id under `:id` (a name no header can have).
 fn whoami(context: &RequestContext<RoleServer>) -> CallToolResult {
     let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    headers.insert(":id".to_owned(), context.id.to_string());
     if let Some(parts) = context.extensions.get::<http::request::Parts>() {
         for (name, value) in &parts.headers {
             let value = String::from_utf8_lossy(value.as_bytes());

@@ -1,0 +1,114 @@
+//! `tools/call` to a Streamable HTTP upstream goes out on the session rmcp opened, sent by the
+//! gateway's forwarder (src/upstream/forward.rs) rather than through rmcp's client. The demo
+//! upstream's `whoami` shows what arrived: the JSON-RPC id (`narrowgate-N` from the forwarder,
+//! a number from rmcp), the session and the headers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::common::{self, Gateway, HttpUpstream, KEY, call_ok, client, text_of};
+
+const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n";
+
+/// Starts a gateway in front of `upstream`, sending `X-Upstream-Credential: gateway-own`.
+fn gateway_for(upstream: &HttpUpstream) -> Gateway {
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n    headers: {{ X-Upstream-Credential: gateway-own }}\n{}",
+        upstream.url,
+        common::callers(&[])
+    );
+    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
+}
+
+/// What the upstream saw of one `whoami` call: its headers, and the JSON-RPC id under `:id`.
+async fn seen_by_upstream(alice: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Value {
+    let result = call_ok(alice, "whoami", json!({})).await;
+    serde_json::from_str(&text_of(&result)).expect("whoami answers JSON")
+}
+
+fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
+    seen.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Proves: on a session-mode upstream every call is sent by the forwarder (string ids), on one
+/// session (the one rmcp opened), with the negotiated protocol version and the configured
+/// headers; on a stateless upstream the same, without a session id.
+#[tokio::test]
+async fn calls_go_out_from_the_forwarder_on_the_upstream_session() {
+    for (mode, args) in [("session", &[][..]), ("stateless", &["--stateless"][..])] {
+        let upstream = HttpUpstream::start(args);
+        let gw = gateway_for(&upstream);
+        let alice = client(&gw.url, KEY).await;
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let seen = seen_by_upstream(&alice).await;
+            assert!(
+                field(&seen, ":id").starts_with("narrowgate-"),
+                "{mode}: not sent by the forwarder: {seen}"
+            );
+            assert_eq!(field(&seen, "mcp-protocol-version"), "2025-11-25", "{seen}");
+            assert_eq!(
+                field(&seen, "x-upstream-credential"),
+                "gateway-own",
+                "{seen}"
+            );
+            assert!(
+                field(&seen, "accept").contains("text/event-stream"),
+                "{seen}"
+            );
+            sessions.push(field(&seen, "mcp-session-id").to_string());
+        }
+        match mode {
+            "session" => {
+                assert!(!sessions[0].is_empty(), "no session id sent");
+                assert!(sessions.iter().all(|s| *s == sessions[0]), "{sessions:?}");
+            }
+            _ => assert!(sessions.iter().all(String::is_empty), "{sessions:?}"),
+        }
+    }
+}
+
+/// Proves: when the upstream has closed the gateway's session (idle for longer than the
+/// upstream keeps sessions), the next call is still answered, on a new session, and runs once
+/// (the refused attempt did not run it); the forwarder then uses the new session.
+#[tokio::test]
+async fn an_expired_upstream_session_is_reopened_without_running_the_call_twice() {
+    let upstream = HttpUpstream::start(&["--session-idle-ms", "300"]);
+    let gw = gateway_for(&upstream);
+    let alice = client(&gw.url, KEY).await;
+    let first = seen_by_upstream(&alice).await;
+    let old_session = field(&first, "mcp-session-id").to_string();
+    assert!(!old_session.is_empty(), "{first}");
+
+    // Nothing observable tells that the upstream dropped an idle session: wait it out.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let count = |v: &rmcp::model::CallToolResult| {
+        v.structured_content
+            .as_ref()
+            .and_then(|s| s.get("count"))
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("a count: {v:?}"))
+    };
+    let before = count(&call_ok(&alice, "peek_counter", json!({})).await);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    call_ok(&alice, "counter", json!({})).await;
+    let after = count(&call_ok(&alice, "peek_counter", json!({})).await);
+    assert_eq!(
+        after,
+        before + 1,
+        "the counter call ran {} times",
+        after - before
+    );
+
+    let seen = seen_by_upstream(&alice).await;
+    let new_session = field(&seen, "mcp-session-id");
+    assert!(
+        !new_session.is_empty() && new_session != old_session,
+        "still on the expired session {old_session}: {seen}"
+    );
+    assert!(
+        field(&seen, ":id").starts_with("narrowgate-"),
+        "the forwarder did not take up the new session: {seen}"
+    );
+}
