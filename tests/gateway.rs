@@ -5,6 +5,8 @@
 mod common;
 #[path = "gateway/forwarding.rs"]
 mod forwarding;
+#[path = "gateway/stateless.rs"]
+mod stateless;
 
 use std::time::{Duration, Instant};
 

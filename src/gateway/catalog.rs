@@ -18,6 +18,9 @@ pub struct ExposedTool {
     pub contract: Arc<ToolContract>,
     /// What `tools/list` publishes.
     pub published: Tool,
+    /// The published input schema maps arguments to `Mcp-Param-*` headers (SEP-2243
+    /// `x-mcp-header`), which rmcp checks: such calls stay on rmcp's path.
+    pub param_headers: bool,
     /// The upstream tool's own schemas, enforced alongside the contract's. `None` until the
     /// upstream has listed its tools once (calls then answer that the upstream is unavailable).
     pub upstream_schemas: Option<UpstreamSchemas>,
@@ -110,11 +113,11 @@ fn entry_for(contract: &Arc<ToolContract>, snapshot: &Snapshot) -> Entry {
     if snapshot.status == Status::Starting
         || (snapshot.tools.is_empty() && matches!(snapshot.status, Status::Down { .. }))
     {
-        return Entry::Exposed(Arc::new(ExposedTool {
-            contract: contract.clone(),
-            published: publish(contract, &contract.input),
-            upstream_schemas: None,
-        }));
+        return Entry::Exposed(Arc::new(ExposedTool::new(
+            contract,
+            publish(contract, &contract.input),
+            None,
+        )));
     }
     let Some(upstream_tool) = snapshot
         .tools
@@ -162,16 +165,45 @@ fn entry_for(contract: &Arc<ToolContract>, snapshot: &Snapshot) -> Entry {
                 .to_string(),
         );
     }
-    Entry::Exposed(Arc::new(ExposedTool {
-        contract: contract.clone(),
-        published: publish(contract, &narrowing.published),
-        upstream_schemas: Some(UpstreamSchemas {
+    Entry::Exposed(Arc::new(ExposedTool::new(
+        contract,
+        publish(contract, &narrowing.published),
+        Some(UpstreamSchemas {
             input,
             output,
             verdict: narrowing.verdict,
             digest: upstream_digest,
         }),
-    }))
+    )))
+}
+
+impl ExposedTool {
+    fn new(
+        contract: &Arc<ToolContract>,
+        published: Tool,
+        upstream_schemas: Option<UpstreamSchemas>,
+    ) -> ExposedTool {
+        let param_headers = published
+            .input_schema
+            .values()
+            .any(|v| mentions_key(v, "x-mcp-header"))
+            || published.input_schema.contains_key("x-mcp-header");
+        ExposedTool {
+            contract: contract.clone(),
+            published,
+            param_headers,
+            upstream_schemas,
+        }
+    }
+}
+
+/// Whether `key` is a key of any object inside `value`.
+fn mentions_key(value: &Value, key: &str) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key(key) || map.values().any(|v| mentions_key(v, key)),
+        Value::Array(items) => items.iter().any(|v| mentions_key(v, key)),
+        _ => false,
+    }
 }
 
 /// The tool as clients see it: the contract's name, texts, schemas and annotations only.

@@ -1,7 +1,8 @@
 //! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
 //! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) and JSON (400, -32700) →
 //! authentication (401) and the tool's scopes (403 `insufficient_scope`) → session ownership
-//! (404 for another caller's session) → rmcp's Streamable HTTP service.
+//! (404 for another caller's session) → the gateway's own answer to plain stateless `tools/call`
+//! requests (`stateless`) → rmcp's Streamable HTTP service for everything else.
 //! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use super::Gateway;
 use super::health;
 use super::live::Live;
 use super::server::McpHandler;
+use super::stateless;
 use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
 
@@ -89,6 +91,10 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     };
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
+        .layer(middleware::from_fn_with_state(
+            live.clone(),
+            stateless::answer_tools_calls,
+        ))
         .layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
         .layer(middleware::from_fn_with_state(layers.clone(), authenticate))
         .layer(middleware::from_fn_with_state(layers.clone(), check_body))

@@ -13,6 +13,7 @@ pub mod http;
 pub mod live;
 pub mod pipeline;
 pub mod server;
+mod stateless;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

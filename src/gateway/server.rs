@@ -6,13 +6,15 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, DiscoverResult, ErrorData, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
+use super::Gateway;
 use super::live::Live;
 use crate::policy::Caller;
 use crate::telemetry;
@@ -33,10 +35,8 @@ pub struct McpHandler {
 }
 
 /// The caller the HTTP layer attached to this request.
-fn caller_of(context: &RequestContext<RoleServer>) -> Result<Arc<Caller>, ErrorData> {
-    context
-        .extensions
-        .get::<http::request::Parts>()
+fn caller_of(parts: Option<&http::request::Parts>) -> Result<Arc<Caller>, ErrorData> {
+    parts
         .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
         .cloned()
         .ok_or_else(|| ErrorData::invalid_request("request is not authenticated", None))
@@ -116,7 +116,7 @@ impl ServerHandler for McpHandler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        telemetry::serve("initialize", None, &context, async {
+        telemetry::serve("initialize", None, (&context).into(), async {
             context.peer.set_peer_info(request.clone());
             self.negotiate_initialize(&request)
         })
@@ -128,7 +128,7 @@ impl ServerHandler for McpHandler {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        telemetry::serve("server/discover", None, &context, async {
+        telemetry::serve("server/discover", None, (&context).into(), async {
             Ok(DiscoverResult::from_server_info(
                 PROTOCOL_VERSIONS.to_vec(),
                 ServerHandler::get_info(self),
@@ -138,7 +138,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        telemetry::serve("ping", None, &context, async { Ok(()) }).await
+        telemetry::serve("ping", None, (&context).into(), async { Ok(()) }).await
     }
 
     async fn list_tools(
@@ -146,8 +146,8 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        telemetry::serve("tools/list", None, &context, async {
-            let caller = caller_of(&context)?;
+        telemetry::serve("tools/list", None, (&context).into(), async {
+            let caller = caller_of(context.extensions.get::<http::request::Parts>())?;
             let catalog = self.live.current().catalog();
             let tools: Vec<Tool> = catalog
                 .exposed_tools()
@@ -165,26 +165,36 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // One version for the whole call, span name included.
-        let gateway = self.live.current();
-        // Span names stay a bounded set: a name that is no exposed tool is the client's text.
-        let known = gateway.catalog().exposed(&request.name).is_some();
-        let tool = known.then(|| request.name.clone());
         // Boxed: the pipeline's future is large, and rmcp moves the handler's future into a
-        // spawned task (a memcpy of all of it, measured at ~3% of a call's CPU).
-        let serve = telemetry::serve("tools/call", tool.as_deref(), &context, async {
-            let caller = caller_of(&context)?;
-            let protocol = context.protocol_version();
-            gateway
-                .call_tool(&caller, request, protocol.as_ref())
-                .await
-                .map(|mut result| {
-                    // Results relayed from older upstreams lack `resultType`, which 2026-07-28
-                    // clients require; rmcp strips it again for older clients.
-                    result.result_type = Some(ResultType::COMPLETE);
-                    result.into()
-                })
-        });
-        Box::pin(serve).await
+        // spawned task (a memcpy of all of it).
+        let gateway = self.live.current();
+        Box::pin(answer_tools_call(&gateway, request, (&context).into()))
+            .await
+            .map(Into::into)
     }
+}
+
+/// Answers one `tools/call` inside its SERVER span: for rmcp's handler above, and for the
+/// gateway's own path for stateless requests (`super::stateless`).
+pub(super) async fn answer_tools_call(
+    gateway: &Gateway,
+    request: CallToolRequestParams,
+    inbound: telemetry::Inbound<'_>,
+) -> Result<CallToolResult, ErrorData> {
+    // Span names stay a bounded set: a name that is no exposed tool is the client's text.
+    let known = gateway.catalog().exposed(&request.name).is_some();
+    let tool = known.then(|| request.name.clone());
+    let caller = caller_of(inbound.parts);
+    let protocol = inbound.protocol.clone();
+    telemetry::serve("tools/call", tool.as_deref(), inbound, async {
+        let caller = caller?;
+        let mut result = gateway
+            .call_tool(&caller, request, protocol.as_ref())
+            .await?;
+        // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
+        // require; rmcp strips it again for older clients.
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
+    })
+    .await
 }

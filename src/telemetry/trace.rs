@@ -24,7 +24,7 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
-    InitializeResult, ListToolsResult, RequestMetaObject,
+    InitializeResult, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject,
 };
 use rmcp::service::RequestContext;
 use tracing::Instrument as _;
@@ -67,18 +67,38 @@ impl ToolOutcome for InitializeResult {}
 impl ToolOutcome for DiscoverResult {}
 impl ToolOutcome for () {}
 
+/// What a SERVER span is made of: the request's id, `_meta`, HTTP request and protocol version.
+/// From rmcp's [`RequestContext`], or from the gateway's own stateless `tools/call` path.
+pub struct Inbound<'a> {
+    pub id: &'a RequestId,
+    pub meta: &'a RequestMetaObject,
+    pub parts: Option<&'a http::request::Parts>,
+    pub protocol: Option<ProtocolVersion>,
+}
+
+impl<'a> From<&'a RequestContext<RoleServer>> for Inbound<'a> {
+    fn from(context: &'a RequestContext<RoleServer>) -> Inbound<'a> {
+        Inbound {
+            id: &context.id,
+            meta: &context.meta,
+            parts: context.extensions.get::<http::request::Parts>(),
+            protocol: context.protocol_version(),
+        }
+    }
+}
+
 /// Handles one MCP request (`method`, on `target` for `tools/call`) inside its SERVER span.
 pub async fn serve<T: ToolOutcome>(
     method: &'static str,
     target: Option<&str>,
-    context: &RequestContext<RoleServer>,
+    inbound: Inbound<'_>,
     handler: impl Future<Output = Result<T, ErrorData>>,
 ) -> Result<T, ErrorData> {
     let started = Instant::now();
-    let parts = context.extensions.get::<http::request::Parts>();
+    let parts = inbound.parts;
     let from_meta = extract(
-        context.meta.get_traceparent(),
-        context.meta.get_tracestate(),
+        inbound.meta.get_traceparent(),
+        inbound.meta.get_tracestate(),
     );
     let from_header = parts.and_then(|p| {
         let header = |name| p.headers.get(name).and_then(|v| v.to_str().ok());
@@ -106,7 +126,7 @@ pub async fn serve<T: ToolOutcome>(
             };
             let mut attributes = vec![
                 KeyValue::new("mcp.method.name", method),
-                KeyValue::new("jsonrpc.request.id", context.id.to_string()),
+                KeyValue::new("jsonrpc.request.id", inbound.id.to_string()),
                 KeyValue::new("jsonrpc.protocol.version", "2.0"),
                 KeyValue::new("network.transport", "tcp"),
                 KeyValue::new("network.protocol.name", "http"),
@@ -115,7 +135,7 @@ pub async fn serve<T: ToolOutcome>(
                 attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
                 attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
             }
-            if let Some(version) = context.protocol_version() {
+            if let Some(version) = &inbound.protocol {
                 attributes.push(KeyValue::new(
                     "mcp.protocol.version",
                     version.as_str().to_string(),
