@@ -3,10 +3,10 @@
 //! Every test starts the real binary on its own port.
 
 mod common;
+#[path = "gateway/direct.rs"]
+mod direct;
 #[path = "gateway/forwarding.rs"]
 mod forwarding;
-#[path = "gateway/stateless.rs"]
-mod stateless;
 
 use std::time::{Duration, Instant};
 

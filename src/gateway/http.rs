@@ -1,8 +1,8 @@
 //! The HTTP face: the MCP endpoint wrapped in small layers, outermost first:
 //! Host/Origin checks (DNS-rebinding defence, 403) → body size (413) and JSON (400, -32700) →
 //! authentication (401) and the tool's scopes (403 `insufficient_scope`) → session ownership
-//! (404 for another caller's session) → the gateway's own answer to plain stateless `tools/call`
-//! requests (`stateless`) → rmcp's Streamable HTTP service for everything else.
+//! (404 for another caller's session) → the gateway's own answer to plain `tools/call` requests
+//! ([`direct`]) → rmcp's Streamable HTTP service for everything else.
 //! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
 
 use std::collections::HashMap;
@@ -15,15 +15,16 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::direct;
 use super::health;
 use super::live::Live;
 use super::server::McpHandler;
-use super::stateless;
 use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
 
@@ -31,30 +32,59 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// Sessions idle longer than this are forgotten (rmcp closes them after 5 minutes).
 const SESSION_IDLE: Duration = Duration::from_secs(600);
 
-/// Which caller opened each MCP session, so nobody else can use it.
+/// Which caller opened each MCP session, so nobody else can use it, and when rmcp last handled
+/// one of its requests (the direct path must leave it one now and then, see [`direct`]).
 #[derive(Default)]
 pub struct SessionOwners {
-    owners: Mutex<HashMap<String, (String, Instant)>>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    owner: String,
+    seen: Instant,
+    seen_by_rmcp: Instant,
 }
 
 impl SessionOwners {
     fn owner(&self, session: &str) -> Option<String> {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.get_mut(session).map(|(caller, seen)| {
-            *seen = Instant::now();
-            caller.clone()
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get_mut(session).map(|s| {
+            s.seen = Instant::now();
+            s.owner.clone()
         })
     }
     fn record(&self, session: &str, caller: &str) {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        if owners.len() > 1024 {
-            owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() > 1024 {
+            sessions.retain(|_, s| s.seen.elapsed() < SESSION_IDLE);
         }
-        owners.insert(session.to_string(), (caller.to_string(), Instant::now()));
+        let now = Instant::now();
+        sessions.insert(
+            session.to_string(),
+            Session {
+                owner: caller.to_string(),
+                seen: now,
+                seen_by_rmcp: now,
+            },
+        );
     }
     fn forget(&self, session: &str) {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.remove(session);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.remove(session);
+    }
+    /// rmcp handles a request of `session` now.
+    fn handled_by_rmcp(&self, session: &str) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = sessions.get_mut(session) {
+            s.seen_by_rmcp = Instant::now();
+        }
+    }
+    /// Whether `session` is known and rmcp handled one of its requests within `within`.
+    fn recently_handled_by_rmcp(&self, session: &str, within: Duration) -> bool {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .get(session)
+            .is_some_and(|s| s.seen_by_rmcp.elapsed() < within)
     }
 }
 
@@ -64,6 +94,8 @@ struct Layers {
     /// Each layer reads the version in force per request, so reloads apply to new requests.
     live: Arc<Live>,
     sessions: Arc<SessionOwners>,
+    /// rmcp's sessions, which the direct path checks before answering in one.
+    rmcp_sessions: Arc<LocalSessionManager>,
 }
 
 /// Builds the whole HTTP application.
@@ -80,21 +112,20 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     let handler = McpHandler { live: live.clone() };
+    let rmcp_sessions = Arc::new(LocalSessionManager::default());
     let mcp = StreamableHttpService::new(
         move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
+        rmcp_sessions.clone(),
         mcp_config,
     );
     let layers = Layers {
         live: live.clone(),
         sessions: Arc::new(SessionOwners::default()),
+        rmcp_sessions,
     };
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
-        .layer(middleware::from_fn_with_state(
-            live.clone(),
-            stateless::answer_tools_calls,
-        ))
+        .layer(middleware::from_fn_with_state(layers.clone(), direct_calls))
         .layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
         .layer(middleware::from_fn_with_state(layers.clone(), authenticate))
         .layer(middleware::from_fn_with_state(layers.clone(), check_body))
@@ -416,6 +447,30 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
     response
 }
 
+/// Plain `tools/call` requests are answered by the gateway itself ([`direct`]); the rest go to
+/// rmcp, which is told of every request of a session it handles.
+async fn direct_calls(State(l): State<Layers>, request: Request, next: Next) -> Response {
+    let session = session_id(request.headers());
+    let live_session = async {
+        let Some(id) = &session else { return false };
+        l.sessions
+            .recently_handled_by_rmcp(id, direct::SESSION_TOUCH)
+            && l.rmcp_sessions
+                .has_session(&id.as_str().into())
+                .await
+                .unwrap_or(false)
+    };
+    match direct::answer(l.live.current(), live_session, request).await {
+        Ok(response) => response,
+        Err(request) => {
+            if let Some(id) = &session {
+                l.sessions.handled_by_rmcp(id);
+            }
+            next.run(request).await
+        }
+    }
+}
+
 fn session_id(headers: &HeaderMap) -> Option<String> {
     headers
         .get(SESSION_HEADER)
@@ -429,6 +484,22 @@ mod tests {
 
     fn list(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Proves: a session is left to the direct path only while rmcp has handled one of its
+    /// requests recently, and only for a session the layer knows.
+    #[test]
+    fn a_session_goes_back_to_rmcp_once_it_has_not_seen_one_for_a_while() {
+        let sessions = SessionOwners::default();
+        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
+        sessions.record("s", "alice");
+        assert!(sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_millis(10)));
+        sessions.handled_by_rmcp("s");
+        assert!(sessions.recently_handled_by_rmcp("s", Duration::from_millis(10)));
+        sessions.forget("s");
+        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
     }
 
     #[test]

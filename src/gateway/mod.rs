@@ -8,12 +8,12 @@
 pub mod catalog;
 pub mod dedupe;
 mod dedupe_redis;
+mod direct;
 pub mod health;
 pub mod http;
 pub mod live;
 pub mod pipeline;
 pub mod server;
-mod stateless;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

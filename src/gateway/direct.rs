@@ -1,0 +1,395 @@
+//! The gateway's own path for the commonest request of all: a plain `tools/call`, stateless
+//! (2026-07-28) or in a session (2025-06-18, 2025-11-25).
+//!
+//! rmcp serves a request by handing it to a service task (a one-shot one per stateless request,
+//! the session's worker otherwise), which spawns the handler, whose answer comes back through
+//! channels: most of what the gateway spent per call beyond the pipeline itself (BENCHMARKS.md).
+//! Here the request is parsed once and answered in one task by the same [`answer_tools_call`]
+//! rmcp's handler uses, with the JSON body rmcp's `json_response` mode writes (in a session the
+//! answer is JSON rather than a one-event SSE stream: clients must accept both).
+//!
+//! Only requests rmcp would accept as they are take this path. Common to both: `Content-Type`
+//! JSON, an `Accept` naming JSON and SSE without parameters, a body that is one `tools/call`
+//! request (no `inputResponses`/`requestState`) for a tool the catalog publishes, which maps no
+//! argument to a header. Stateless: no session, exactly one `MCP-Protocol-Version: 2026-07-28`,
+//! `Mcp-Method: tools/call` and a plain `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`,
+//! `_meta` with the protocol version and client capabilities. In a session: one session id
+//! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
+//! handle within [`SESSION_TOUCH`], and one `MCP-Protocol-Version` of the session's kind, with
+//! no per-request version in `_meta`. Everything else, errors included, goes to rmcp unchanged,
+//! so its answers stay the reference.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, ErrorCode, ErrorData, ProtocolVersion, RequestId, ServerResult,
+};
+use serde::{Deserialize, Serialize};
+
+use super::Gateway;
+use super::server::answer_tools_call;
+use crate::telemetry::Inbound;
+
+/// rmcp closes a session after 5 minutes without activity it sees. Requests answered here are
+/// not seen by it, so a session's request goes through rmcp when rmcp has not handled one of
+/// its requests for this long: an active session never expires under its client.
+pub const SESSION_TOUCH: Duration = Duration::from_secs(60);
+
+/// The session versions answered here: those whose clients send `MCP-Protocol-Version`.
+const SESSION_VERSIONS: [ProtocolVersion; 2] =
+    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25];
+
+/// Which kind of request a qualifying one is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lifecycle {
+    Stateless,
+    Session(usize),
+}
+
+impl Lifecycle {
+    fn version(self) -> ProtocolVersion {
+        match self {
+            Lifecycle::Stateless => ProtocolVersion::V_2026_07_28,
+            Lifecycle::Session(i) => SESSION_VERSIONS[i].clone(),
+        }
+    }
+}
+
+/// Answers `request` if it qualifies; hands it back otherwise. `session_is_live` tells whether
+/// the request's session (if any) may be answered here (see the module's documentation).
+pub async fn answer(
+    gateway: std::sync::Arc<Gateway>,
+    session_is_live: impl std::future::Future<Output = bool>,
+    request: Request,
+) -> Result<Response, Request> {
+    let Some(lifecycle) = lifecycle_of(request.method(), request.headers()) else {
+        return Err(request);
+    };
+    if lifecycle != Lifecycle::Stateless && !session_is_live.await {
+        return Err(request);
+    }
+    // `check_body` has buffered the body already: reading it again is a copy-free move.
+    let limit = usize::try_from(gateway.config.max_request_bytes.0).unwrap_or(usize::MAX);
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return Ok(StatusCode::PAYLOAD_TOO_LARGE.into_response());
+    };
+    let Some(call) = DirectCall::take(lifecycle, &parts.headers, &bytes, &gateway) else {
+        return Err(Request::from_parts(parts, Body::from(bytes)));
+    };
+    // A task of its own, as under rmcp: a client that goes away does not stop the call halfway
+    // (its upstream call completes and its receipt is written).
+    let answer = tokio::spawn(async move { call.answer(&gateway, &parts).await });
+    Ok(answer
+        .await
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+}
+
+/// The kind of request the headers describe, if they qualify (the body is checked by
+/// [`DirectCall::take`]).
+fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle> {
+    let only = |name: &str| {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next()?;
+        values.next().is_none().then_some(first)
+    };
+    let accepts = |wanted: &str| {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|entry| entry.trim().eq_ignore_ascii_case(wanted))
+    };
+    let content_type_is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or("");
+            essence.trim().eq_ignore_ascii_case("application/json")
+        });
+    if method != http::Method::POST
+        || !content_type_is_json
+        || !accepts("application/json")
+        || !accepts("text/event-stream")
+    {
+        return None;
+    }
+    let version = only("mcp-protocol-version")?;
+    if headers.contains_key("mcp-session-id") {
+        only("mcp-session-id")?;
+        let i = SESSION_VERSIONS
+            .iter()
+            .position(|v| version == v.as_str())?;
+        return Some(Lifecycle::Session(i));
+    }
+    let stateless = version == ProtocolVersion::V_2026_07_28.as_str()
+        && only("mcp-method").is_some_and(|m| m == "tools/call")
+        && only("mcp-name").is_some()
+        && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"));
+    stateless.then_some(Lifecycle::Stateless)
+}
+
+/// One JSON-RPC request, as far as this path reads it.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    id: RequestId,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    params: CallToolRequestParams,
+}
+
+/// A `tools/call` this path answers.
+struct DirectCall {
+    lifecycle: Lifecycle,
+    id: RequestId,
+    params: CallToolRequestParams,
+}
+
+impl DirectCall {
+    /// The call in `body`, if this path may answer it (see the module's documentation).
+    fn take(
+        lifecycle: Lifecycle,
+        headers: &HeaderMap,
+        body: &[u8],
+        gateway: &Gateway,
+    ) -> Option<DirectCall> {
+        let message: Message<'_> = serde_json::from_slice(body).ok()?;
+        let params = message.params;
+        let meta_version = params.meta.as_ref().and_then(|m| m.protocol_version());
+        let lifecycle_holds = match lifecycle {
+            Lifecycle::Stateless => {
+                headers
+                    .get("mcp-name")
+                    .is_some_and(|n| n.as_bytes() == params.name.as_bytes())
+                    && meta_version == Some(ProtocolVersion::V_2026_07_28)
+                    && params.meta.as_ref().is_some_and(|m| {
+                        m.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                            .is_empty()
+                    })
+            }
+            // A per-request version would make rmcp serve the request statelessly.
+            Lifecycle::Session(_) => meta_version.is_none(),
+        };
+        let qualifies = lifecycle_holds
+            && message.jsonrpc == "2.0"
+            && message.method == "tools/call"
+            && params.input_responses.is_none()
+            && params.request_state.is_none()
+            && gateway
+                .catalog()
+                .exposed(&params.name)
+                .is_some_and(|tool| !tool.param_headers);
+        qualifies.then_some(DirectCall {
+            lifecycle,
+            id: message.id,
+            params,
+        })
+    }
+
+    /// Runs the call and writes its JSON-RPC answer as rmcp would.
+    async fn answer(self, gateway: &Gateway, parts: &http::request::Parts) -> Response {
+        let DirectCall {
+            lifecycle,
+            id,
+            mut params,
+        } = self;
+        tracing::debug!(tool = %params.name, ?lifecycle, "tools/call answered without rmcp");
+        // rmcp hands the handler the request's `_meta` apart from its parameters; so does this.
+        let meta = params.meta.take().unwrap_or_default();
+        let inbound = Inbound {
+            id: &id,
+            meta: &meta,
+            parts: Some(parts),
+            protocol: Some(lifecycle.version()),
+        };
+        let answer = answer_tools_call(gateway, params, inbound).await;
+        let (status, reply) = match answer {
+            Ok(result) => {
+                let mut result = ServerResult::CallToolResult(result);
+                if lifecycle != Lifecycle::Stateless {
+                    // What rmcp's handler does for peers older than 2026-07-28.
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
+                (StatusCode::OK, Reply::result(&id, result))
+            }
+            Err(error) => {
+                // Older revisions keep JSON-RPC errors in HTTP 200.
+                let status = match lifecycle {
+                    Lifecycle::Stateless => status_of(&error),
+                    Lifecycle::Session(_) => StatusCode::OK,
+                };
+                (status, Reply::error(&id, error))
+            }
+        };
+        match serde_json::to_vec(&reply) {
+            Ok(body) => {
+                let mut response = (status, body).into_response();
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Reply<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<ServerResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorData>,
+}
+
+impl<'a> Reply<'a> {
+    fn result(id: &'a RequestId, result: ServerResult) -> Reply<'a> {
+        Reply {
+            jsonrpc: "2.0",
+            id,
+            result: Some(result),
+            error: None,
+        }
+    }
+    fn error(id: &'a RequestId, error: ErrorData) -> Reply<'a> {
+        Reply {
+            jsonrpc: "2.0",
+            id,
+            result: None,
+            error: Some(error),
+        }
+    }
+}
+
+/// The HTTP status rmcp gives a JSON-RPC error on the 2026-07-28 path (its `_meta` being
+/// well-formed here).
+fn status_of(error: &ErrorData) -> StatusCode {
+    match error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qualifying() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    /// Proves: the plain headers of a 2026-07-28 `tools/call` qualify, and every deviation that
+    /// rmcp answers in its own way (a session, another version, duplicated or parameterised
+    /// headers, `Mcp-Param-*`, a narrower `Accept`, another content type) sends the request to
+    /// rmcp instead.
+    #[test]
+    fn only_plain_stateless_calls_qualify() {
+        let post = http::Method::POST;
+        assert_eq!(
+            lifecycle_of(&post, &qualifying()),
+            Some(Lifecycle::Stateless)
+        );
+        let mut charset = qualifying();
+        charset.insert(
+            "content-type",
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert_eq!(lifecycle_of(&post, &charset), Some(Lifecycle::Stateless));
+
+        let deviations: [(&str, &str, bool); 9] = [
+            ("mcp-session-id", "abc", false),
+            ("mcp-protocol-version", "2025-11-25", false),
+            ("mcp-method", "tools/call", true),
+            ("mcp-name", "echo", true),
+            ("mcp-param-region", "eu", false),
+            ("accept", "application/json", false),
+            ("accept", "application/json, text/event-stream;q=0.5", false),
+            ("accept", "*/*", false),
+            ("content-type", "text/plain", false),
+        ];
+        for (name, value, append) in deviations {
+            let mut headers = qualifying();
+            if append {
+                headers.append(name, HeaderValue::from_static(value));
+            } else {
+                headers.insert(name, HeaderValue::from_static(value));
+            }
+            assert_eq!(
+                lifecycle_of(&post, &headers),
+                None,
+                "{name}: {value} (appended: {append})"
+            );
+        }
+        let mut without_name = qualifying();
+        without_name.remove("mcp-name");
+        assert_eq!(lifecycle_of(&post, &without_name), None);
+        assert_eq!(lifecycle_of(&http::Method::GET, &qualifying()), None);
+    }
+
+    /// Proves: a session's request qualifies at the versions whose clients send the header
+    /// (not 2025-03-26, nor without it), with one session id.
+    #[test]
+    fn session_calls_qualify_at_the_versions_that_send_the_header() {
+        let post = http::Method::POST;
+        let session = |version: Option<&'static str>| {
+            let mut headers = qualifying();
+            headers.remove("mcp-method");
+            headers.remove("mcp-name");
+            headers.remove("mcp-protocol-version");
+            headers.insert("mcp-session-id", HeaderValue::from_static("s-1"));
+            if let Some(v) = version {
+                headers.insert("mcp-protocol-version", HeaderValue::from_static(v));
+            }
+            headers
+        };
+        assert_eq!(
+            lifecycle_of(&post, &session(Some("2025-11-25"))),
+            Some(Lifecycle::Session(1))
+        );
+        assert_eq!(
+            lifecycle_of(&post, &session(Some("2025-06-18"))),
+            Some(Lifecycle::Session(0))
+        );
+        assert_eq!(lifecycle_of(&post, &session(Some("2025-03-26"))), None);
+        assert_eq!(lifecycle_of(&post, &session(Some("2026-07-28"))), None);
+        assert_eq!(lifecycle_of(&post, &session(None)), None);
+        let mut twice = session(Some("2025-11-25"));
+        twice.append("mcp-session-id", HeaderValue::from_static("s-2"));
+        assert_eq!(lifecycle_of(&post, &twice), None);
+    }
+
+    /// Proves: JSON-RPC errors get the HTTP statuses rmcp gives them on the 2026-07-28 path.
+    #[test]
+    fn error_statuses_follow_rmcp() {
+        let status = |code| status_of(&ErrorData::new(code, "x", None));
+        assert_eq!(status(ErrorCode::INVALID_PARAMS), StatusCode::OK);
+        assert_eq!(status(ErrorCode::INTERNAL_ERROR), StatusCode::OK);
+        assert_eq!(status(ErrorCode::METHOD_NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(status(ErrorCode::HEADER_MISMATCH), StatusCode::BAD_REQUEST);
+    }
+}

@@ -1,0 +1,246 @@
+//! Plain `tools/call` requests are answered by the gateway's own direct path
+//! (src/gateway/direct.rs), everything else by rmcp. The two must answer alike: each request
+//! here is sent twice, once as is and once with an `Accept` that carries a parameter (which rmcp
+//! accepts but the direct path leaves to rmcp), and the JSON-RPC answers are compared.
+
+use serde_json::{Value, json};
+
+use super::common::{self, Gateway, HttpUpstream, KEY, Raw, Reply, hash_key};
+
+const BOB: &str = "test-key-bob";
+const PLAIN: &str = "application/json, text/event-stream";
+const TO_RMCP: &str = "application/json;q=1, text/event-stream";
+
+const CONTRACT: &str = r#"upstream: demo
+tools:
+  echo:
+    privilege: read
+    input:
+      type: object
+      properties: { message: { type: string, maxLength: 20 } }
+      required: [message]
+      additionalProperties: false
+  fail:
+    privilege: read
+  whoami:
+    privilege: read
+"#;
+
+/// alice may call every tool, bob only `fail`; the log shows which path answered.
+fn start() -> (HttpUpstream, Gateway) {
+    let upstream = HttpUpstream::start(&[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n{}  - name: bob\n    api_key_sha256: {}\n    tools: [fail]\n",
+        upstream.url,
+        common::callers(&[]),
+        hash_key(BOB)
+    );
+    let gw = Gateway::spawn(
+        &config,
+        &[("demo.yaml", CONTRACT)],
+        &[("NARROWGATE_LOG", "info,narrowgate::gateway::direct=debug")],
+    );
+    gw.wait_ready(std::time::Duration::from_secs(60));
+    (upstream, gw)
+}
+
+/// One POST with exactly these headers (and a JSON content type).
+async fn post(url: &str, headers: &[(&str, String)], body: &Value) -> Reply {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = request.send().await.expect("the gateway answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.text().await.unwrap_or_default();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The cases every lifecycle runs: (caller, tool, arguments, what it shows).
+fn cases() -> [(&'static str, &'static str, Value, &'static str); 6] {
+    [
+        (KEY, "echo", json!({"message": "hi"}), "a result"),
+        (
+            KEY,
+            "echo",
+            json!({"message": "far too long for the contract"}),
+            "a rejection",
+        ),
+        (KEY, "echo", json!({"message": 5}), "a rejection"),
+        (KEY, "fail", json!({}), "an upstream tool error"),
+        (
+            BOB,
+            "echo",
+            json!({"message": "hi"}),
+            "a tool bob may not use",
+        ),
+        (
+            KEY,
+            "no_such_tool",
+            json!({}),
+            "an unknown tool (always rmcp's)",
+        ),
+    ]
+}
+
+fn answered_directly(gw: &Gateway) -> usize {
+    gw.log().matches("tools/call answered without rmcp").count()
+}
+
+/// Proves: stateless (2026-07-28) results, tool errors (rejected arguments, an upstream
+/// failure), a tool the caller may not use and an unknown tool get the same status, content
+/// type and JSON-RPC message from the direct path as from rmcp's; the log shows the direct path
+/// answered the plain requests of published tools, and every call left a receipt either way.
+#[tokio::test]
+async fn stateless_calls_are_answered_as_rmcp_answers_them() {
+    let (_upstream, gw) = start();
+    for (key, tool, arguments, what) in cases() {
+        let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "direct-test", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let headers = |accept: &str| {
+            [
+                ("authorization", format!("Bearer {key}")),
+                ("accept", accept.to_string()),
+                ("mcp-protocol-version", "2026-07-28".to_string()),
+                ("mcp-method", "tools/call".to_string()),
+                ("mcp-name", tool.to_string()),
+            ]
+        };
+        let direct = post(&gw.url, &headers(PLAIN), &body).await;
+        let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
+        assert_eq!(direct.status, by_rmcp.status, "{what}");
+        assert_eq!(direct.status, 200, "{what}: {direct:?}");
+        assert_eq!(
+            direct.header("content-type"),
+            by_rmcp.header("content-type"),
+            "{what}"
+        );
+        assert_eq!(
+            direct.body, by_rmcp.body,
+            "{what}: the two paths answer differently"
+        );
+        assert_eq!(direct.message()["id"], "req-1", "{what}: {direct:?}");
+        if what == "a result" {
+            assert_eq!(
+                direct.message()["result"]["resultType"],
+                "complete",
+                "{direct:?}"
+            );
+        }
+    }
+    let log = gw.log();
+    assert_eq!(answered_directly(&gw), 5, "log:\n{log}");
+    let receipted = log.lines().filter(|l| l.contains("receipt=")).count();
+    assert_eq!(receipted, cases().len() * 2, "log:\n{log}");
+}
+
+/// Proves: in sessions of 2025-11-25 and 2025-06-18 the direct path answers with the same
+/// JSON-RPC message rmcp sends (no `resultType`; before 2025-11-25 rejected arguments are a
+/// -32602 error, not a tool error), in a JSON body where rmcp writes an SSE stream (clients
+/// accept both), and only in a session the caller owns and rmcp still holds.
+#[tokio::test]
+async fn session_calls_are_answered_as_rmcp_answers_them() {
+    let (_upstream, gw) = start();
+    let raw = Raw::new(&gw.url);
+    let mut expected_direct = 0;
+    for version in ["2025-11-25", "2025-06-18"] {
+        for (key, tool, arguments, what) in cases() {
+            let session = raw.open_session(Some(key), version).await;
+            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments}});
+            let headers = |accept: &str| {
+                [
+                    ("authorization", format!("Bearer {key}")),
+                    ("accept", accept.to_string()),
+                    ("mcp-session-id", session.clone()),
+                    ("mcp-protocol-version", version.to_string()),
+                ]
+            };
+            let direct = post(&gw.url, &headers(PLAIN), &body).await;
+            let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
+            assert_eq!(direct.status, 200, "{version} {what}: {direct:?}");
+            assert_eq!(by_rmcp.status, 200, "{version} {what}: {by_rmcp:?}");
+            assert_eq!(
+                direct.message(),
+                by_rmcp.message(),
+                "{version} {what}: the two paths answer differently"
+            );
+            assert_eq!(direct.message()["id"], 9);
+            assert!(
+                direct.message()["result"].get("resultType").is_none(),
+                "{direct:?}"
+            );
+            if tool != "no_such_tool" {
+                expected_direct += 1;
+                assert_eq!(
+                    direct.header("content-type").as_deref(),
+                    Some("application/json")
+                );
+            }
+            if version == "2025-06-18" && what == "a rejection" {
+                assert_eq!(direct.message()["error"]["code"], -32602, "{direct:?}");
+            }
+        }
+    }
+    assert_eq!(
+        answered_directly(&gw),
+        expected_direct,
+        "log:\n{}",
+        gw.log()
+    );
+
+    // Another caller's session, a deleted one and an unknown one are rmcp's to refuse (404).
+    let session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fail", "arguments": {}}});
+    let with = |key: &str, session: &str| {
+        [
+            ("authorization", format!("Bearer {key}")),
+            ("accept", PLAIN.to_string()),
+            ("mcp-session-id", session.to_string()),
+            ("mcp-protocol-version", "2025-11-25".to_string()),
+        ]
+    };
+    assert_eq!(
+        post(&gw.url, &with(BOB, &session), &body).await.status,
+        404,
+        "bob used alice's session"
+    );
+    assert_eq!(
+        post(&gw.url, &with(KEY, "no-such-session"), &body)
+            .await
+            .status,
+        404
+    );
+    let deleted = reqwest::Client::new()
+        .delete(&gw.url)
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("DELETE answered");
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    assert_eq!(
+        post(&gw.url, &with(KEY, &session), &body).await.status,
+        404,
+        "a deleted session answered"
+    );
+    assert_eq!(
+        answered_directly(&gw),
+        expected_direct,
+        "log:\n{}",
+        gw.log()
+    );
+}
