@@ -128,10 +128,23 @@ fn lift_text_json(content: &[ContentBlock]) -> Option<Value> {
     }
 }
 
+/// The size of `result` as JSON, counted while serialising it, without keeping the bytes.
 fn encoded_len(result: &CallToolResult) -> usize {
-    serde_json::to_vec(result)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, result) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 #[cfg(test)]

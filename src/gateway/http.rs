@@ -331,20 +331,34 @@ fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Respons
         Some(r) => r.unauthorized(host, (*e != AuthError::Missing).then_some(description)),
         None => "Bearer".to_string(),
     };
-    let mut response = (
+    challenge_response(
         StatusCode::UNAUTHORIZED,
-        axum::Json(serde_json::json!({"error": "invalid_token", "error_description": description})),
+        "invalid_token",
+        description,
+        &challenge,
+        "Bearer",
+    )
+}
+
+/// A 401 or 403 with an OAuth error body and its `WWW-Authenticate` challenge (`fallback` if the
+/// challenge cannot be a header value).
+fn challenge_response(
+    status: StatusCode,
+    error: &str,
+    description: &str,
+    challenge: &str,
+    fallback: &'static str,
+) -> Response {
+    let mut response = (
+        status,
+        axum::Json(serde_json::json!({"error": error, "error_description": description})),
     )
         .into_response();
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
-    } else {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
+    let value =
+        HeaderValue::from_str(challenge).unwrap_or_else(|_| HeaderValue::from_static(fallback));
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, value);
     response
 }
 
@@ -357,11 +371,11 @@ struct Peek<'a> {
     params: Option<PeekParams<'a>>,
 }
 
+/// (The arguments are read again only for a refusal's receipt: most calls are not refused.)
 #[derive(serde::Deserialize)]
 struct PeekParams<'a> {
     #[serde(borrow)]
     name: Option<std::borrow::Cow<'a, str>>,
-    arguments: Option<serde_json::Value>,
 }
 
 /// The 403 for the first `tools/call` in `body` whose tool the caller may use (by the same
@@ -374,12 +388,13 @@ fn step_up(
     caller: &Caller,
     body: &[u8],
 ) -> Option<(Response, String, serde_json::Value)> {
-    let messages: Vec<Peek<'_>> = match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => serde_json::from_slice(body).ok()?,
-        _ => vec![serde_json::from_slice(body).ok()?],
+    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let messages: Vec<Peek<'_>> = match batch {
+        true => serde_json::from_slice(body).ok()?,
+        false => vec![serde_json::from_slice(body).ok()?],
     };
     let catalog = gateway.catalog();
-    for message in &messages {
+    for (index, message) in messages.iter().enumerate() {
         if message.method.as_deref() != Some("tools/call") {
             continue;
         }
@@ -401,21 +416,19 @@ fn step_up(
         );
         let challenge =
             resource::insufficient_scope(gateway.resource.as_deref(), host, required, &description);
-        let mut response = (
+        let response = challenge_response(
             StatusCode::FORBIDDEN,
-            axum::Json(serde_json::json!({"error": "insufficient_scope", "error_description": description})),
-        )
-            .into_response();
-        let value = HeaderValue::from_str(&challenge)
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"insufficient_scope\""));
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
-        let arguments = message
-            .params
-            .as_ref()
-            .and_then(|p| p.arguments.clone())
-            .unwrap_or_else(|| serde_json::json!({}));
+            "insufficient_scope",
+            &description,
+            &challenge,
+            "Bearer error=\"insufficient_scope\"",
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let message = if batch { &parsed[index] } else { &parsed };
+        let arguments = match &message["params"]["arguments"] {
+            serde_json::Value::Null => serde_json::json!({}),
+            arguments => arguments.clone(),
+        };
         return Some((response, name.to_string(), arguments));
     }
     None

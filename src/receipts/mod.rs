@@ -13,6 +13,7 @@
 pub mod query;
 pub mod store;
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -181,9 +182,12 @@ impl Receipt {
     /// digested or kept; the arguments of a call with no contract (an unknown tool) are never
     /// kept, because nothing says which of their values are secret.
     pub fn of(call: &Call<'_>, store_arguments: bool) -> Receipt {
+        // Copied only when something is redacted or kept.
         let redacted = match call.contract {
-            Some(contract) => redact(call.arguments, &contract.redact),
-            None => call.arguments.clone(),
+            Some(contract) if !contract.redact.is_empty() => {
+                Cow::Owned(redact(call.arguments, &contract.redact))
+            }
+            _ => Cow::Borrowed(call.arguments),
         };
         let millis = call
             .started
@@ -201,14 +205,14 @@ impl Receipt {
             upstream: call.contract.map(|c| c.upstream.clone()),
             upstream_tool: call.contract.map(|c| c.upstream_tool.clone()),
             contract_digest: call.contract.map(|c| c.digest.clone()),
-            arguments_digest: sha256_of(&redacted),
+            arguments_digest: sha256_of(redacted.as_ref()),
             outcome: call.outcome.as_str().to_string(),
             attempts: call.attempts,
             replayed: call.replayed,
             // Microsecond precision, printed without float noise.
             duration_ms: call.duration.as_micros() as f64 / 1000.0,
             trace_id: call.trace_id.clone(),
-            arguments: (store_arguments && call.contract.is_some()).then_some(redacted),
+            arguments: (store_arguments && call.contract.is_some()).then(|| redacted.into_owned()),
         }
     }
 }

@@ -10,10 +10,11 @@ use super::{BOB, HttpUpstream, V, call, call_once, listed, start_with_file, toke
 /// Proves: a caller that may use a tool but lacks its scopes sees it listed and gets HTTP 403
 /// `insufficient_scope` naming the scope (tokens and API keys alike); with the scope (`scope` or
 /// `scp`) the call goes through; a caller not allowed the tool gets "Unknown tool", not a 403.
+/// Each 403 leaves a `denied` receipt with the refused arguments.
 #[tokio::test]
 async fn step_up_403_names_the_missing_scope() {
     let upstream = HttpUpstream::start(&[]);
-    let (gw, _dir) = start_with_file(&upstream, "");
+    let (gw, _dir) = start_with_file(&upstream, "receipts: { store_arguments: true }");
     let raw = Raw::new(&gw.url);
     let k = keys();
     let without = token(
@@ -47,6 +48,19 @@ async fn step_up_403_names_the_missing_scope() {
         // Other tools stay usable in the same session.
         let echo = call(&raw, credential, &session, "echo", json!({"message": "hi"})).await;
         assert_eq!(echo.status, 200, "{echo:?}");
+    }
+    // Each refusal left a `denied` receipt with the arguments it was refused with.
+    let refused: Vec<Value> = common::receipts_json(&gw.config_path(), &["--outcome", "denied"])
+        .into_iter()
+        .filter(|r| r["tool"] == "get_weather")
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for receipt in &refused {
+        assert_eq!(
+            receipt["arguments"],
+            json!({"location": "Chicago"}),
+            "{receipt}"
+        );
     }
     for credential in [
         token(
