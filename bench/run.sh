@@ -246,8 +246,13 @@ start_gateway_target() {
 for extra in "${EXTRA_GATEWAYS[@]:-}"; do
     [ -z "$extra" ] && continue
     bin=${extra#*=}
+    name=${extra%%=*}
     [ -x "$bin" ] || die "--gateway-bin $extra: $bin is not executable"
-    start_gateway_target "${extra%%=*}" "$bin"
+    case "$name" in
+        direct|narrowgate|narrowgate-w*|mcp-proxy|contextforge)
+            die "--gateway-bin $extra: '$name' is the name of a built-in target; pick another" ;;
+    esac
+    start_gateway_target "$name" "$bin"
 done
 
 # The same build with fewer runtime threads (`serve --workers N`).
