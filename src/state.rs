@@ -17,7 +17,7 @@ const LOG_EVERY: Duration = Duration::from_secs(5);
 ///
 /// A multiplexed connection (rather than a pool or a `ConnectionManager`) because every command
 /// here is a single short script call: one pipelined socket serves all concurrent calls, and
-/// after a failure [`forget`](Self::forget) makes the next call reconnect, so a Redis restart
+/// after a failure [`failed`](Self::failed) makes the next call reconnect, so a Redis restart
 /// heals by itself without a background task.
 pub struct RedisState {
     /// The URL without its password, for messages.
@@ -69,9 +69,23 @@ impl RedisState {
         Ok(connection)
     }
 
-    /// Drops the connection after a failure, so the next call reconnects.
-    pub async fn forget(&self) {
+    /// Runs a prepared script call on the shared connection, within [`REDIS_TIMEOUT`].
+    pub async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, String> {
+        let mut connection = self.connection().await?;
+        tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
+            .await
+            .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
+            .map_err(|e| e.to_string())
+    }
+
+    /// After a failure: drops the connection, so the next call reconnects, and logs `message`
+    /// (rate-limited, see [`log_failure`](Self::log_failure)).
+    pub async fn failed(&self, message: &str) {
         *self.connection.lock().await = None;
+        self.log_failure(message);
     }
 
     /// Logs `message` as an error unless one was logged in the last [`LOG_EVERY`]: an outage

@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 
 use super::dedupe::{CallKey, Deduped, Recorded, effect_unknown, replayed};
 use crate::receipts::Outcome;
-use crate::state::{REDIS_TIMEOUT, RedisState};
+use crate::state::RedisState;
 
 /// How often a duplicate looks for the first call's answer: small next to a tool call, and one
 /// cheap script call per waiting duplicate.
@@ -198,7 +198,7 @@ impl RedisDedupe {
         {
             // The call ran; its marker stays, so duplicates answer "effect unknown" rather than
             // run it again.
-            self.inner.failed(&format!(
+            self.inner.state.failed(&format!(
                 "the answer of a dedupe call could not be recorded in Redis at {}, so repeats in its window will be answered as of unknown effect: {why}",
                 self.inner.state.shown_url()
             ))
@@ -213,6 +213,7 @@ impl RedisDedupe {
     async fn unreachable(&self, tool: &str, why: &str, waited: bool) -> Recorded {
         let url = self.inner.state.shown_url().to_string();
         self.inner
+            .state
             .failed(&format!(
                 "dedupe records cannot be reached, calls of dedupe tools are refused (fail closed): Redis at {url} is unreachable: {why}"
             ))
@@ -233,14 +234,9 @@ impl RedisDedupe {
 
 impl Inner {
     async fn claim(&self, key: &str, marker: &str, lifetime_ms: u64) -> Result<Claim, String> {
-        let mut connection = self.state.connection().await?;
         let mut invocation = self.claim.prepare_invoke();
         invocation.key(key).arg(marker).arg(lifetime_ms);
-        let (ours, value, ttl_ms): (i64, String, i64) =
-            tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
-                .await
-                .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
-                .map_err(|e| e.to_string())?;
+        let (ours, value, ttl_ms): (i64, String, i64) = self.state.invoke(&invocation).await?;
         Ok(match ours {
             1 => Claim::Ours,
             _ => Claim::Taken { value, ttl_ms },
@@ -255,21 +251,10 @@ impl Inner {
         value: &str,
         lifetime_ms: u64,
     ) -> Result<(), String> {
-        let mut connection = self.state.connection().await?;
         let mut invocation = self.finish.prepare_invoke();
         invocation.key(key).arg(marker).arg(value).arg(lifetime_ms);
-        let _replaced: i64 =
-            tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
-                .await
-                .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
-                .map_err(|e| e.to_string())?;
+        let _replaced: i64 = self.state.invoke(&invocation).await?;
         Ok(())
-    }
-
-    /// After a Redis failure: reconnect next time, and say so in the log (rate-limited).
-    async fn failed(&self, message: &str) {
-        self.state.forget().await;
-        self.state.log_failure(message);
     }
 }
 
@@ -302,6 +287,7 @@ impl Drop for AbandonOnDrop {
             let abandoned = encode(&Entry::Abandoned);
             if let Err(why) = inner.finish(&key, &marker, &abandoned, window_ms).await {
                 inner
+                    .state
                     .failed(&format!(
                         "a dropped dedupe call could not be marked abandoned: {why}"
                     ))

@@ -22,7 +22,7 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use super::Caller;
 use crate::config::{Config, Rate, StateBackend};
 use crate::contract::ToolContract;
-use crate::state::{REDIS_TIMEOUT, RedisState};
+use crate::state::RedisState;
 
 /// Idle limiter keys are swept at most this often.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -342,19 +342,18 @@ impl RedisLimits {
                 })
             }
             Err(e) => {
-                // Reconnect on the next call.
-                self.state.forget().await;
                 let why = format!("Redis at {} is unreachable: {e}", self.state.shown_url());
-                self.state.log_failure(&format!(
-                    "rate limits cannot be checked, calls with a limit are refused (fail closed): {why}"
-                ));
+                self.state
+                    .failed(&format!(
+                        "rate limits cannot be checked, calls with a limit are refused (fail closed): {why}"
+                    ))
+                    .await;
                 Err(Refusal::Unavailable(why))
             }
         }
     }
 
     async fn run_script(&self, limits: &[Limit<'_>]) -> Result<(i64, i64, i64), String> {
-        let mut connection = self.state.connection().await?;
         let mut invocation = self.script.prepare_invoke();
         for limit in limits {
             let interval_us = emission_interval(limit.rate).as_micros().max(1);
@@ -363,10 +362,7 @@ impl RedisLimits {
                 .arg(u64::try_from(interval_us).unwrap_or(u64::MAX))
                 .arg(limit.rate.burst.get());
         }
-        tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut connection))
-            .await
-            .map_err(|_| format!("no answer within {REDIS_TIMEOUT:?}"))?
-            .map_err(|e| e.to_string())
+        self.state.invoke(&invocation).await
     }
 }
 
