@@ -55,7 +55,7 @@ fn replayed(r: &CallToolResult) -> bool {
 /// upstream ran it once; the same tool with other arguments still runs through B.
 #[tokio::test]
 async fn a_call_through_one_gateway_is_replayed_by_the_other() {
-    let redis = Redis::start_on(free_port());
+    let redis = Redis::start();
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
     let (ca, cb) = (client(&a.url, KEY).await, client(&b.url, KEY).await);
@@ -77,7 +77,7 @@ async fn a_call_through_one_gateway_is_replayed_by_the_other() {
 /// flight, 400 ms) all get one answer, and the upstream ran the call once.
 #[tokio::test]
 async fn concurrent_duplicates_through_two_gateways_run_once() {
-    let redis = Redis::start_on(free_port());
+    let redis = Redis::start();
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
     let before = counter(&client(&a.url, KEY).await).await;
@@ -102,7 +102,7 @@ async fn concurrent_duplicates_through_two_gateways_run_once() {
 /// so for later repeats; the upstream ran the call once.
 #[tokio::test]
 async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
-    let redis = Redis::start_on(free_port());
+    let redis = Redis::start();
     let upstream = HttpUpstream::start(&[]);
     let (a, b) = (start(&upstream, redis.port), start(&upstream, redis.port));
     let cb = client(&b.url, KEY).await;

@@ -502,9 +502,7 @@ async fn a_changed_upstream_tool_list_is_renarrowed() {
 async fn http_guards_refuse_bad_requests_and_keep_serving() {
     let gw = start_demo("allowed_origins: [\"http://localhost:*\"]\n");
     let raw = Raw::new(&gw.url);
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    .to_string();
+    let init = common::initialize_body("2025-11-25");
     let auth = format!("Bearer {KEY}");
 
     let no_key = raw.post(&[], &init).await;
@@ -589,11 +587,8 @@ async fn initialize_with_an_unknown_version_negotiates_a_supported_one() {
     let gw = start_demo("");
     let raw = Raw::new(&gw.url);
     let auth = format!("Bearer {KEY}");
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let reply = raw
-        .post(&[("authorization", &auth)], &init.to_string())
-        .await;
+    let init = common::initialize_body("1999-01-01");
+    let reply = raw.post(&[("authorization", &auth)], &init).await;
     let message = reply.message();
     let version = message["result"]["protocolVersion"].as_str();
     assert!(

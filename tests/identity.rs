@@ -379,9 +379,7 @@ async fn jwks_from_an_endpoint_is_cached_and_refetched_for_rotated_keys() {
     );
     assert_eq!(server.hits(), 2, "an unknown kid refetched the key set");
 
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    .to_string();
+    let init = common::initialize_body(V);
     for i in 0..5 {
         let stranger = Signer::ec(&format!("unknown-{i}"));
         let bearer = format!("Bearer {}", token(&stranger, "u4", json!({})));

@@ -109,9 +109,7 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
 async fn sighup_reloads_the_configuration() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let raw = common::Raw::new(&gw.url);
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    .to_string();
+    let init = common::initialize_body("2025-11-25");
     let bob = format!("Bearer {BOB}");
     assert_eq!(
         raw.post(&[("authorization", &bob)], &init).await.status,

@@ -354,9 +354,7 @@ impl Raw {
         if let Some(a) = &auth {
             headers.push(("authorization", a.as_str()));
         }
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "1"}}});
-        let reply = self.post(&headers, &init.to_string()).await;
+        let reply = self.post(&headers, &initialize_body(version)).await;
         assert_eq!(reply.status, 200, "initialize failed: {reply:?}");
         let session = reply.header("mcp-session-id").expect("session id");
         headers.push(("mcp-session-id", session.as_str()));
@@ -401,6 +399,13 @@ impl Raw {
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
         self.post(&headers, &body.to_string()).await
     }
+}
+
+/// The body of an `initialize` request (id 0) asking for protocol `version`.
+pub fn initialize_body(version: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "1"}}})
+    .to_string()
 }
 
 /// Text of every text block of a `CallToolResult` JSON, joined.

@@ -99,7 +99,7 @@ async fn a_per_tool_limit_is_independent_of_other_tools_and_callers() {
 /// tool): together they admit what one would, and the upstream sees only admitted calls.
 #[tokio::test]
 async fn two_gateways_share_limits_through_redis() {
-    let redis = Redis::start_on(free_port());
+    let redis = Redis::start();
     let upstream = HttpUpstream::start(&[]);
     let state = format!("state: {}\n", redis.url());
     let (a, _da) = start_with_file(&upstream, &state);
