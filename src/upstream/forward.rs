@@ -122,6 +122,8 @@ type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest
 type StreamResult =
     Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<reqwest::Error>>;
 
+/// rmcp posts through `post_message_with_response_limits`; `post_message` is the trait's required
+/// method (the trait's default for the SSE-limit variant calls it).
 impl StreamableHttpClient for TappedClient {
     type Error = reqwest::Error;
 
@@ -136,28 +138,6 @@ impl StreamableHttpClient for TappedClient {
         self.tap.saw(&message, session_id.as_ref(), &custom_headers);
         self.http
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> PostResult {
-        self.tap.saw(&message, session_id.as_ref(), &custom_headers);
-        self.http
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
             .await
     }
 

@@ -327,11 +327,17 @@ impl Raw {
 
     /// POSTs `body` with MCP's Accept header plus `headers`.
     pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut all = vec![("accept", "application/json, text/event-stream")];
+        all.extend_from_slice(headers);
+        self.post_exactly(&all, body).await
+    }
+
+    /// POSTs `body` as JSON with exactly `headers` (no Accept added).
+    pub async fn post_exactly(&self, headers: &[(&str, &str)], body: &str) -> Reply {
         let mut request = self
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
         for (k, v) in headers {
             request = request.header(*k, *v);

@@ -46,22 +46,10 @@ fn start() -> (HttpUpstream, Gateway) {
 
 /// One POST with exactly these headers (and a JSON content type).
 async fn post(url: &str, headers: &[(&str, String)], body: &Value) -> Reply {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_string());
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    let response = request.send().await.expect("the gateway answers");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.text().await.unwrap_or_default();
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Raw::new(url)
+        .post_exactly(&headers, &body.to_string())
+        .await
 }
 
 /// The cases every lifecycle runs: (caller, tool, arguments, what it shows).
