@@ -15,8 +15,8 @@
 //! `Mcp-Method: tools/call` and a plain `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`,
 //! `_meta` with the protocol version and client capabilities. In a session: one session id
 //! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
-//! handle within [`SESSION_TOUCH`], and one `MCP-Protocol-Version` of the session's kind, with
-//! no per-request version in `_meta`. Everything else, errors included, goes to rmcp unchanged,
+//! handle within [`SESSION_TOUCH`], and one `MCP-Protocol-Version` equal to the version the
+//! session's `initialize` asked for, with no per-request version in `_meta`. Everything else, errors included, goes to rmcp unchanged,
 //! so its answers stay the reference.
 
 use std::borrow::Cow;
@@ -60,17 +60,22 @@ impl Lifecycle {
     }
 }
 
-/// Answers `request` if it qualifies; hands it back otherwise. `session_is_live` tells whether
-/// the request's session (if any) may be answered here (see the module's documentation).
+/// Answers `request` if it qualifies; hands it back otherwise. `session_version` is the
+/// version the request's session was opened with, if the session may be answered here (see the
+/// module's documentation).
 pub async fn answer(
     gateway: std::sync::Arc<Gateway>,
-    session_is_live: impl std::future::Future<Output = bool>,
+    session_version: impl std::future::Future<Output = Option<String>>,
     request: Request,
 ) -> Result<Response, Request> {
     let Some(lifecycle) = lifecycle_of(request.method(), request.headers()) else {
         return Err(request);
     };
-    if lifecycle != Lifecycle::Stateless && !session_is_live.await {
+    // rmcp's handler sees a session's version as its `initialize` asked for it; a request
+    // naming another (rmcp only checks that the header names a known one) is left to rmcp.
+    if lifecycle != Lifecycle::Stateless
+        && session_version.await.as_deref() != Some(lifecycle.version().as_str())
+    {
         return Err(request);
     }
     // `check_body` has buffered the body already: reading it again is a copy-free move.

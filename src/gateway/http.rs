@@ -41,6 +41,9 @@ pub struct SessionOwners {
 
 struct Session {
     owner: String,
+    /// The protocol version its `initialize` asked for: what rmcp's handler sees as the
+    /// session's version, and so what the direct path must answer with.
+    version: Option<String>,
     seen: Instant,
     seen_by_rmcp: Instant,
 }
@@ -53,7 +56,7 @@ impl SessionOwners {
             s.owner.clone()
         })
     }
-    fn record(&self, session: &str, caller: &str) {
+    fn record(&self, session: &str, caller: &str, version: Option<String>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.len() > 1024 {
             sessions.retain(|_, s| s.seen.elapsed() < SESSION_IDLE);
@@ -63,6 +66,7 @@ impl SessionOwners {
             session.to_string(),
             Session {
                 owner: caller.to_string(),
+                version,
                 seen: now,
                 seen_by_rmcp: now,
             },
@@ -79,12 +83,14 @@ impl SessionOwners {
             s.seen_by_rmcp = Instant::now();
         }
     }
-    /// Whether `session` is known and rmcp handled one of its requests within `within`.
-    fn recently_handled_by_rmcp(&self, session: &str, within: Duration) -> bool {
+    /// The version `session` was opened with, if it is known and rmcp handled one of its
+    /// requests within `within` (else the direct path leaves its requests to rmcp).
+    fn version_if_recently_handled(&self, session: &str, within: Duration) -> Option<String> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions
             .get(session)
-            .is_some_and(|s| s.seen_by_rmcp.elapsed() < within)
+            .filter(|s| s.seen_by_rmcp.elapsed() < within)
+            .and_then(|s| s.version.clone())
     }
 }
 
@@ -449,9 +455,26 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
         return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
     }
     let is_delete = request.method() == Method::DELETE;
+    // A request without a session may open one: keep its body (a cheap handle on the buffer
+    // `check_body` made) to read the version an `initialize` asks for.
+    let (request, opening) = if presented.is_none() && request.method() == Method::POST {
+        let limit =
+            usize::try_from(l.live.current().config.max_request_bytes.0).unwrap_or(usize::MAX);
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        };
+        let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+        (request, Some(bytes))
+    } else {
+        (request, None)
+    };
     let response = next.run(request).await;
     match (&presented, session_id(response.headers())) {
-        (None, Some(created)) => l.sessions.record(&created, &caller.name),
+        (None, Some(created)) => {
+            let version = opening.as_deref().and_then(requested_version);
+            l.sessions.record(&created, &caller.name, version);
+        }
         (Some(session), _) if is_delete && response.status().is_success() => {
             l.sessions.forget(session)
         }
@@ -460,26 +483,45 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
     response
 }
 
+/// The `protocolVersion` an `initialize` request in `body` asks for.
+fn requested_version(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Initialize {
+        method: String,
+        params: InitializeParams,
+    }
+    #[derive(serde::Deserialize)]
+    struct InitializeParams {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+    }
+    let message: Initialize = serde_json::from_slice(body).ok()?;
+    (message.method == "initialize").then_some(message.params.protocol_version)
+}
+
 /// Plain `tools/call` requests are answered by the gateway itself ([`direct`]); the rest go to
 /// rmcp, which is told of every request of a session it handles.
 async fn direct_calls(State(l): State<Layers>, request: Request, next: Next) -> Response {
     let session = session_id(request.headers());
-    let live_session = async {
-        let Some(id) = &session else { return false };
-        l.sessions
-            .recently_handled_by_rmcp(id, direct::SESSION_TOUCH)
-            && l.rmcp_sessions
-                .has_session(&id.as_str().into())
-                .await
-                .unwrap_or(false)
+    let session_version = async {
+        let id = session.as_deref()?;
+        let version = l
+            .sessions
+            .version_if_recently_handled(id, direct::SESSION_TOUCH)?;
+        let held = l.rmcp_sessions.has_session(&id.into()).await;
+        held.unwrap_or(false).then_some(version)
     };
-    match direct::answer(l.live.current(), live_session, request).await {
+    match direct::answer(l.live.current(), session_version, request).await {
         Ok(response) => response,
         Err(request) => {
-            if let Some(id) = &session {
+            let response = next.run(request).await;
+            // Only a request rmcp served reaches the session and resets its idle timer.
+            if let Some(id) = &session
+                && response.status().is_success()
+            {
                 l.sessions.handled_by_rmcp(id);
             }
-            next.run(request).await
+            response
         }
     }
 }
@@ -500,19 +542,34 @@ mod tests {
     }
 
     /// Proves: a session is left to the direct path only while rmcp has handled one of its
-    /// requests recently, and only for a session the layer knows.
+    /// requests recently, only for a session the layer knows, and with the version its
+    /// `initialize` asked for.
     #[test]
     fn a_session_goes_back_to_rmcp_once_it_has_not_seen_one_for_a_while() {
         let sessions = SessionOwners::default();
-        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
-        sessions.record("s", "alice");
-        assert!(sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
+        let minute = Duration::from_secs(60);
+        let v = Some("2025-06-18".to_string());
+        assert_eq!(sessions.version_if_recently_handled("s", minute), None);
+        sessions.record("s", "alice", v.clone());
+        assert_eq!(sessions.version_if_recently_handled("s", minute), v);
         std::thread::sleep(Duration::from_millis(20));
-        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_millis(10)));
+        let short = Duration::from_millis(10);
+        assert_eq!(sessions.version_if_recently_handled("s", short), None);
         sessions.handled_by_rmcp("s");
-        assert!(sessions.recently_handled_by_rmcp("s", Duration::from_millis(10)));
+        assert_eq!(sessions.version_if_recently_handled("s", short), v);
         sessions.forget("s");
-        assert!(!sessions.recently_handled_by_rmcp("s", Duration::from_secs(60)));
+        assert_eq!(sessions.version_if_recently_handled("s", minute), None);
+        // A session whose initialize named no version is never answered directly.
+        sessions.record("t", "alice", None);
+        assert_eq!(sessions.version_if_recently_handled("t", minute), None);
+        assert_eq!(
+            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#),
+            Some("2025-11-25".to_string())
+        );
+        assert_eq!(
+            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#),
+            None
+        );
     }
 
     #[test]

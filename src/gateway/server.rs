@@ -175,7 +175,7 @@ impl ServerHandler for McpHandler {
 }
 
 /// Answers one `tools/call` inside its SERVER span: for rmcp's handler above, and for the
-/// gateway's own path for stateless requests (`super::stateless`).
+/// gateway's own direct path (`super::direct`).
 pub(super) async fn answer_tools_call(
     gateway: &Gateway,
     request: CallToolRequestParams,

@@ -14,7 +14,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use super::forward::{Forwarder, SessionTap, TappedClient};
+use super::forward::Forwarder;
+use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
 /// The gateway's side of an upstream connection: it identifies itself and passes

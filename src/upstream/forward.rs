@@ -3,8 +3,11 @@
 //! rmcp's client hands each request to its service task, which hands it to the transport worker,
 //! which spawns the POST and routes the answer back the same way: four task hand-offs per call,
 //! the largest share of the gateway's CPU with one client (BENCHMARKS.md). The [`Forwarder`]
-//! POSTs the call from the calling task instead, on the session rmcp opened (the [`SessionTap`]
-//! sees its session id and headers go by), and reads the answer there.
+//! POSTs the call from the calling task instead, on the session rmcp opened (the
+//! [`SessionTap`] sees its session id and headers go by), and reads the answer there, as rmcp's
+//! client would: a JSON body or an SSE stream (resumed with `Last-Event-ID` if it closes early),
+//! answering requests the upstream makes meanwhile, passing `tools/list_changed` on, and sending
+//! `notifications/cancelled` for a call given up on (a timeout).
 //!
 //! rmcp keeps everything else: the handshake, `tools/list`, pings, the standalone stream, and
 //! re-initialising an expired session. A call the upstream answers with 404 on its session is
@@ -12,204 +15,31 @@
 //! then use. Upstreams that negotiate 2026-07-28 or later (standard request headers) stay on
 //! rmcp's path entirely.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use futures_core::stream::BoxStream;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use http::{HeaderValue, StatusCode, header};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest, ErrorData,
-    ProtocolVersion, RequestId,
-};
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
+    CallToolRequestParams, CallToolResult, ErrorData, MetaObject, RequestId, ServerResult,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use sse_stream::Sse;
 use tokio::sync::mpsc;
 
 use super::CallError;
 use super::sse::EventSplitter;
+use super::tap::{Session, SessionTap, TappedClient};
 
 /// The largest answer read, as rmcp's own limit for JSON bodies and SSE events.
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
-
-/// The headers of a POST on the upstream's current session.
-pub struct Session {
-    /// `Mcp-Session-Id` (if the upstream gave one), `MCP-Protocol-Version`, the configured
-    /// headers, and the content negotiation of a JSON-RPC POST.
-    headers: HeaderMap,
-    has_session_id: bool,
-}
-
-/// The session rmcp's transport last posted on, once the handshake is done.
-#[derive(Default)]
-pub struct SessionTap(RwLock<Option<Arc<Session>>>);
-
-impl SessionTap {
-    fn current(&self) -> Option<Arc<Session>> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn set(&self, session: Option<Session>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = session.map(Arc::new);
-    }
-
-    /// Forgets `session` unless rmcp has moved on to another since.
-    fn forget(&self, session: &Arc<Session>) {
-        let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, session)) {
-            *current = None;
-        }
-    }
-
-    /// Notes what rmcp posts with. The initialize request goes out before a version is
-    /// negotiated, so it says nothing; every later post carries the session and the version.
-    fn saw(
-        &self,
-        message: &ClientJsonRpcMessage,
-        session_id: Option<&Arc<str>>,
-        custom: &HashMap<HeaderName, HeaderValue>,
-    ) {
-        if let ClientJsonRpcMessage::Request(request) = message
-            && matches!(request.request, ClientRequest::InitializeRequest(_))
-        {
-            return;
-        }
-        // (A `HeaderName` does not hash as its text: look it up as a `HeaderName`.)
-        let version = custom
-            .get(&HeaderName::from_static("mcp-protocol-version"))
-            .and_then(|v| v.to_str().ok());
-        // Dates in ISO form order as strings. Newer versions need per-request standard
-        // headers (Mcp-Method, Mcp-Name, Mcp-Param-*), which rmcp computes: leave them to it.
-        let legacy = version.is_some_and(|v| v < ProtocolVersion::STANDARD_HEADERS.as_str());
-        if !legacy {
-            self.set(None);
-            return;
-        }
-        let mut headers: HeaderMap = custom.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("text/event-stream, application/json"),
-        );
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if let Some(id) = session_id
-            && let Ok(value) = HeaderValue::from_str(id)
-        {
-            headers.insert("mcp-session-id", value);
-        }
-        self.set(Some(Session {
-            headers,
-            has_session_id: session_id.is_some(),
-        }));
-    }
-}
-
-/// rmcp's HTTP client with a [`SessionTap`] on its posts.
-#[derive(Clone)]
-pub struct TappedClient {
-    pub http: reqwest::Client,
-    pub tap: Arc<SessionTap>,
-}
-
-type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
-type StreamResult =
-    Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<reqwest::Error>>;
-
-/// rmcp posts through `post_message_with_response_limits`; `post_message` is the trait's required
-/// method (the trait's default for the SSE-limit variant calls it).
-impl StreamableHttpClient for TappedClient {
-    type Error = reqwest::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> PostResult {
-        self.tap.saw(&message, session_id.as_ref(), &custom_headers);
-        self.http
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> PostResult {
-        self.tap.saw(&message, session_id.as_ref(), &custom_headers);
-        self.http
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<reqwest::Error>> {
-        self.tap.set(None);
-        self.http
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult {
-        self.http
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult {
-        self.http
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
-}
+/// How often an answer stream that closed before the answer is resumed.
+const MAX_RESUMES: u32 = 3;
+/// The longest wait before resuming, whatever the stream's `retry:` asks.
+const MAX_RESUME_DELAY: Duration = Duration::from_secs(5);
+/// Bound on the small messages the forwarder sends on its own (answers, cancellations).
+const NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What became of a call offered to the [`Forwarder`].
 pub enum Forwarded {
@@ -240,7 +70,8 @@ struct OutgoingCall<'a> {
     params: &'a CallToolRequestParams,
 }
 
-/// One message of the answer: our response, a notification, or a request to the client.
+/// One message of the answer: our response, a notification, or a request to the client. The
+/// result is read as a tool result only once it is known to be ours.
 #[derive(Deserialize)]
 struct Incoming {
     #[serde(default)]
@@ -248,9 +79,40 @@ struct Incoming {
     #[serde(default)]
     method: Option<String>,
     #[serde(default)]
-    result: Option<CallToolResult>,
+    result: Option<Box<RawValue>>,
     #[serde(default)]
     error: Option<ErrorData>,
+}
+
+/// Sends `notifications/cancelled` for the call if it is dropped before its answer was read
+/// (the attempt timed out), as rmcp's client does: an upstream must not run on for nobody.
+struct CancelUnlessAnswered<'a> {
+    armed: bool,
+    forwarder: &'a Forwarder,
+    session: &'a Session,
+    id: &'a RequestId,
+}
+
+impl Drop for CancelUnlessAnswered<'_> {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.armed {
+            return;
+        }
+        let post = self.forwarder.notice(
+            self.session,
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": self.id, "reason": "the gateway gave up waiting (timeout)"}}),
+        );
+        let upstream = self.forwarder.upstream.clone();
+        runtime.spawn(async move {
+            if let Err(error) = post.send().await {
+                tracing::warn!(%upstream, %error, "could not cancel an abandoned call");
+            }
+        });
+    }
 }
 
 impl Forwarder {
@@ -291,6 +153,12 @@ impl Forwarder {
             Ok(body) => body,
             Err(_) => return Forwarded::Declined,
         };
+        let mut cancel = CancelUnlessAnswered {
+            armed: true,
+            forwarder: self,
+            session: &session,
+            id: &id,
+        };
         let sent = self
             .http
             .post(self.url.clone())
@@ -298,16 +166,19 @@ impl Forwarder {
             .body(body)
             .send()
             .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(error) => return Forwarded::Answered(Err(self.lost(&error))),
+        let answer = match sent {
+            Err(error) => Forwarded::Answered(Err(self.lost(&error))),
+            Ok(response)
+                if response.status() == StatusCode::NOT_FOUND && session.has_session_id =>
+            {
+                tracing::debug!(upstream = %self.upstream, "session expired: the call goes through a new one");
+                self.tap.forget(&session);
+                Forwarded::Declined
+            }
+            Ok(response) => Forwarded::Answered(self.read_answer(response, &id, &session).await),
         };
-        if response.status() == StatusCode::NOT_FOUND && session.has_session_id {
-            tracing::debug!(upstream = %self.upstream, "session expired: the call goes through a new one");
-            self.tap.forget(&session);
-            return Forwarded::Declined;
-        }
-        Forwarded::Answered(self.read_answer(response, &id, &session).await)
+        cancel.armed = false;
+        answer
     }
 
     async fn read_answer(
@@ -317,18 +188,14 @@ impl Forwarder {
         session: &Arc<Session>,
     ) -> Result<CallToolResult, CallError> {
         let status = response.status();
-        let media_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            });
-        match media_type.as_deref() {
+        // Like rmcp: these are transport failures, whatever their body says.
+        if matches!(
+            status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            return Err(self.lost(&format!("HTTP {status}")));
+        }
+        match media_type(&response).as_deref() {
             Some("application/json") => {
                 let mut body = Vec::new();
                 while let Some(chunk) = response.chunk().await.map_err(|e| self.lost(&e))? {
@@ -338,27 +205,85 @@ impl Forwarder {
                     body.extend_from_slice(&chunk);
                 }
                 match self.on_message(&body, id, session) {
+                    // A failure status carries an error, never a result.
+                    Some(Ok(_)) if !status.is_success() => {
+                        Err(self.lost(&format!("HTTP {status} with a result")))
+                    }
                     Some(answer) => answer,
                     None => Err(self.lost(&format!("HTTP {status} without the call's answer"))),
                 }
             }
             Some("text/event-stream") if status.is_success() => {
-                let mut events = EventSplitter::new(MAX_ANSWER_BYTES);
-                let mut answer = None;
-                while let Some(chunk) = response.chunk().await.map_err(|e| self.lost(&e))? {
-                    events
-                        .feed(&chunk, |data| {
-                            answer = self.on_message(data, id, session);
-                            answer.is_none()
-                        })
-                        .map_err(|_| self.lost(&"an event is larger than 16 MiB"))?;
-                    if let Some(answer) = answer {
-                        return answer;
-                    }
-                }
-                Err(self.lost(&"the answer stream ended before the answer"))
+                self.read_events(response, id, session).await
             }
             _ => Err(self.lost(&format!("HTTP {status} without a JSON-RPC answer"))),
+        }
+    }
+
+    /// Reads an SSE answer stream up to the call's answer. A stream that closes before it, after
+    /// an event id, is resumed with `GET` and `Last-Event-ID` (up to [`MAX_RESUMES`] times).
+    async fn read_events(
+        &self,
+        mut response: reqwest::Response,
+        id: &RequestId,
+        session: &Arc<Session>,
+    ) -> Result<CallToolResult, CallError> {
+        let mut events = EventSplitter::new(MAX_ANSWER_BYTES);
+        let mut resumes = 0;
+        loop {
+            let mut answer = None;
+            while let Some(chunk) = response.chunk().await.map_err(|e| self.lost(&e))? {
+                events
+                    .feed(&chunk, |data| {
+                        answer = self.on_message(data, id, session);
+                        answer.is_none()
+                    })
+                    .map_err(|_| self.lost(&"an event is larger than 16 MiB"))?;
+                if let Some(answer) = answer {
+                    return answer;
+                }
+            }
+            let Some(last_id) = events.last_id().map(str::to_string) else {
+                return Err(self.lost(&"the answer stream ended before the answer"));
+            };
+            resumes += 1;
+            if resumes > MAX_RESUMES {
+                return Err(self.lost(&"the answer stream kept ending before the answer"));
+            }
+            let delay = events
+                .retry_ms()
+                .map_or(Duration::ZERO, Duration::from_millis);
+            tokio::time::sleep(delay.min(MAX_RESUME_DELAY)).await;
+            response = self.resume(session, &last_id).await?;
+            // A resumed stream is a new stream: its events start afresh, its last id carries on.
+            events = EventSplitter::resuming(MAX_ANSWER_BYTES, last_id);
+        }
+    }
+
+    /// `GET` of the stream after event `last_id`.
+    async fn resume(
+        &self,
+        session: &Arc<Session>,
+        last_id: &str,
+    ) -> Result<reqwest::Response, CallError> {
+        let mut headers = session.headers.clone();
+        headers.remove(header::CONTENT_TYPE);
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        let last = HeaderValue::from_str(last_id).map_err(|e| self.lost(&e))?;
+        headers.insert("last-event-id", last);
+        let response = self
+            .http
+            .get(self.url.clone())
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| self.lost(&e))?;
+        match (response.status(), media_type(&response).as_deref()) {
+            (status, Some("text/event-stream")) if status.is_success() => Ok(response),
+            (status, _) => Err(self.lost(&format!("resuming the answer stream: HTTP {status}"))),
         }
     }
 
@@ -379,36 +304,58 @@ impl Forwarder {
                 return None;
             }
         };
-        match (message.method, message.id) {
-            (Some(method), Some(request)) => {
+        match (message.method, message.id, message.result, message.error) {
+            (Some(method), Some(request), _, _) => {
                 self.reply(session, request, &method);
                 None
             }
-            (Some(method), None) => {
+            (Some(method), None, _, _) => {
                 if method == "notifications/tools/list_changed" {
                     let _ = self.tools_changed.send(());
                 }
                 None
             }
-            (None, answered) if answered.as_ref().is_none_or(|a| a == id) => {
-                match (message.result, message.error) {
-                    (Some(result), _) => Some(Ok(result)),
-                    (None, Some(error)) => Some(Err(CallError::Protocol(error))),
-                    (None, None) => Some(Err(self.lost(&"an answer without result or error"))),
-                }
+            (None, Some(answered), Some(result), _) if answered == *id => {
+                Some(self.tool_result(&result))
             }
-            (None, _) => None,
+            (None, Some(answered), None, Some(error)) if answered == *id => {
+                Some(Err(CallError::Protocol(error)))
+            }
+            // An error for no request in particular (a parse error, say) is this call's.
+            (None, None, None, Some(error)) => Some(Err(CallError::Protocol(error))),
+            _ => None,
+        }
+    }
+
+    /// The tool result in `result`, read as rmcp's client reads it: a result with no content
+    /// (`{}`, or only `_meta`) is an empty tool result.
+    fn tool_result(&self, result: &RawValue) -> Result<CallToolResult, CallError> {
+        if let Ok(result) = serde_json::from_str::<CallToolResult>(result.get()) {
+            return Ok(result);
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Contentless {
+            #[serde(rename = "_meta")]
+            meta: Option<MetaObject>,
+        }
+        match serde_json::from_str::<ServerResult>(result.get()) {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            _ => match serde_json::from_str::<Contentless>(result.get()) {
+                Ok(Contentless { meta }) => {
+                    let mut empty = CallToolResult::default();
+                    empty.meta = meta;
+                    Ok(empty)
+                }
+                Err(_) => Err(CallError::Malformed(self.upstream.clone())),
+            },
         }
     }
 
     /// Answers a request the upstream makes while the call runs (in the background: the
     /// upstream may wait for it before it answers the call).
     fn reply(&self, session: &Arc<Session>, request: RequestId, method: &str) {
-        let post = self
-            .http
-            .post(self.url.clone())
-            .headers(session.headers.clone())
-            .body(reply_to(request, method).to_string());
+        let post = self.notice(session, reply_to(request, method));
         let upstream = self.upstream.clone();
         tokio::spawn(async move {
             if let Err(error) = post.send().await {
@@ -417,11 +364,37 @@ impl Forwarder {
         });
     }
 
+    /// A POST of `message` on `session`, bounded by [`NOTICE_TIMEOUT`].
+    fn notice(&self, session: &Session, message: Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url.clone())
+            .headers(session.headers.clone())
+            .timeout(NOTICE_TIMEOUT)
+            .body(message.to_string())
+    }
+
     /// The transport failed: log why, answer plainly (as rmcp's path does).
     fn lost(&self, why: &dyn std::fmt::Display) -> CallError {
         tracing::warn!(upstream = %self.upstream, error = %why, "call failed: connection lost");
         CallError::ConnectionLost(self.upstream.clone())
     }
+}
+
+/// The media type of a response (`application/json`, `text/event-stream`), lower case.
+fn media_type(response: &reqwest::Response) -> Option<String> {
+    let value = response
+        .headers()
+        .get(header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?;
+    Some(
+        value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 /// The answer rmcp's default client handler gives to a request from the upstream (the gateway
@@ -455,14 +428,16 @@ mod tests {
 
     fn session() -> Arc<Session> {
         Arc::new(Session {
-            headers: HeaderMap::new(),
+            headers: http::HeaderMap::new(),
             has_session_id: true,
         })
     }
 
     /// Proves: of the messages an answer stream carries, only the response to this call's id
-    /// ends it (a result, or a JSON-RPC error kept as a protocol error); a list_changed
-    /// notification is passed on; responses to other ids and malformed data are skipped.
+    /// ends it (a result, an empty result, a JSON-RPC error kept as a protocol error, or a
+    /// result that is no tool result, which is not taken for a lost connection); an id-less
+    /// error ends it too; a list_changed notification is passed on; responses to other ids,
+    /// malformed data and messages that are neither answer nor request are skipped.
     #[test]
     fn only_the_calls_own_response_answers_it() {
         let (forwarder, mut changed) = forwarder();
@@ -488,6 +463,25 @@ mod tests {
         match ok {
             Some(Ok(result)) => assert_eq!(result.is_error, Some(false)),
             other => panic!("expected the result: {other:?}"),
+        }
+        // Results without content are empty tool results (as rmcp's client reads them).
+        match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{}}"#) {
+            Some(Ok(result)) => assert!(result.content.is_empty(), "{result:?}"),
+            other => panic!("expected an empty result: {other:?}"),
+        }
+        match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"_meta":{"k":1}}}"#) {
+            Some(Ok(result)) => assert!(result.meta.is_some(), "{result:?}"),
+            other => panic!("expected an empty result with _meta: {other:?}"),
+        }
+        match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"content":"nope"}}"#) {
+            Some(Err(CallError::Malformed(_))) => {}
+            other => panic!("expected a malformed result: {other:?}"),
+        }
+        // A message that is neither answer nor request is skipped, not taken as the answer.
+        assert!(answer(r#"{"jsonrpc":"2.0"}"#).is_none());
+        match answer(r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#) {
+            Some(Err(CallError::Protocol(error))) => assert_eq!(error.code.0, -32700),
+            other => panic!("expected the id-less error: {other:?}"),
         }
         let refused = answer(
             r#"{"jsonrpc":"2.0","id":"narrowgate-7","error":{"code":-32602,"message":"Unknown tool: x"}}"#,

@@ -7,6 +7,7 @@
 mod connect;
 mod forward;
 mod sse;
+mod tap;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -96,6 +97,8 @@ pub enum CallError {
     ConnectionLost(String),
     #[error("upstream answered with a protocol error {}: {}", .0.code.0, .0.message)]
     Protocol(ErrorData),
+    #[error("upstream {0} answered with something that is not a tool result")]
+    Malformed(String),
 }
 
 impl Upstream {

@@ -1,8 +1,9 @@
 //! Splitting a `text/event-stream` body into the data of its events, as chunks arrive.
 //!
 //! Only what an MCP answer stream needs: `data:` lines joined by newlines, dispatched at a blank
-//! line. `id:`, `event:`, `retry:` and comments are skipped (the forwarder never resumes a
-//! stream), and so are events without data (the priming event some servers send first).
+//! line (an event with an empty `data:` line, like the priming event servers send first, is
+//! handed on empty), and the last `id:` and `retry:`, for resuming a stream that closed early.
+//! `event:` fields and comments are skipped.
 
 /// The events of one stream, fed chunk by chunk.
 pub struct EventSplitter {
@@ -13,6 +14,10 @@ pub struct EventSplitter {
     has_data: bool,
     /// The last chunk ended with a CR: an LF starting the next one belongs to it.
     ended_with_cr: bool,
+    /// The last event id the stream set (SSE's "last event ID buffer").
+    last_id: Option<String>,
+    /// The reconnection time the stream asked for, in milliseconds.
+    retry_ms: Option<u64>,
     /// The most bytes one event (its unfinished line included) may hold.
     max_event_bytes: usize,
 }
@@ -28,8 +33,17 @@ impl EventSplitter {
             data: Vec::new(),
             has_data: false,
             ended_with_cr: false,
+            last_id: None,
+            retry_ms: None,
             max_event_bytes,
         }
+    }
+
+    /// A splitter for a resumed stream, whose last event id so far is `last_id`.
+    pub fn resuming(max_event_bytes: usize, last_id: String) -> EventSplitter {
+        let mut splitter = EventSplitter::new(max_event_bytes);
+        splitter.last_id = Some(last_id);
+        splitter
     }
 
     /// Reads `chunk`, handing the data of each event it completes to `on_event`, which says
@@ -66,6 +80,16 @@ impl EventSplitter {
         Ok(true)
     }
 
+    /// The id of the last event that set one, to resume the stream after it.
+    pub fn last_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// How long the stream asked a client to wait before reconnecting.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
+    }
+
     /// Ends the current line; returns the data of the event a blank line completes.
     fn end_line(&mut self) -> Result<Option<Vec<u8>>, EventTooLarge> {
         let line = std::mem::take(&mut self.line);
@@ -83,6 +107,16 @@ impl EventSplitter {
             }
             None => (&line[..], &[][..]),
         };
+        match field {
+            // An id with a NUL is ignored, as the SSE specification says.
+            b"id" if !value.contains(&0) => {
+                self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry_ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            }
+            _ => {}
+        }
         if field == b"data" {
             if self.has_data {
                 self.data.push(b'\n');
@@ -116,13 +150,18 @@ mod tests {
         seen
     }
 
-    /// Proves: the shapes rmcp and the TypeScript SDK write (a priming event with only an id,
-    /// `event: message`, `id:` lines) come out as exactly their messages.
+    /// Proves: the shapes rmcp and the TypeScript SDK write (a priming event with an id, a
+    /// retry and empty data, `event: message`, `id:` lines) come out as exactly their messages,
+    /// and the last id and retry are kept for resuming.
     #[test]
     fn reads_the_data_of_each_event_and_skips_the_rest() {
         let stream =
             b"id: 0\nretry: 3000\ndata: \n\nevent: message\nid: 1\ndata: {\"a\":1}\n\n: comment\ndata:{\"b\":2}\n\n";
         assert_eq!(events(&[stream]), ["", "{\"a\":1}", "{\"b\":2}"]);
+        let mut splitter = EventSplitter::new(1024);
+        splitter.feed(stream, |_| true).expect("within the limit");
+        assert_eq!(splitter.last_id(), Some("1"));
+        assert_eq!(splitter.retry_ms(), Some(3000));
     }
 
     /// Proves: an event split anywhere across chunks (inside a field name, a value, a CR LF)

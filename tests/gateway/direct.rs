@@ -127,16 +127,16 @@ async fn stateless_calls_are_answered_as_rmcp_answers_them() {
             );
         }
     }
-    let log = gw.log();
-    assert_eq!(answered_directly(&gw), 5, "log:\n{log}");
-    let receipted = log.lines().filter(|l| l.contains("receipt=")).count();
-    assert_eq!(receipted, cases().len() * 2, "log:\n{log}");
+    assert_eq!(answered_directly(&gw), 5, "log:\n{}", gw.log());
+    let receipts = common::receipts_json(&gw.config_path(), &[]);
+    assert_eq!(receipts.len(), cases().len() * 2, "{receipts:?}");
 }
 
 /// Proves: in sessions of 2025-11-25 and 2025-06-18 the direct path answers with the same
 /// JSON-RPC message rmcp sends (no `resultType`; before 2025-11-25 rejected arguments are a
 /// -32602 error, not a tool error), in a JSON body where rmcp writes an SSE stream (clients
-/// accept both), and only in a session the caller owns and rmcp still holds.
+/// accept both), and only in a session the caller owns and rmcp still holds, at the version
+/// the session was opened with.
 #[tokio::test]
 async fn session_calls_are_answered_as_rmcp_answers_them() {
     let (_upstream, gw) = start();
@@ -181,6 +181,31 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
             }
         }
     }
+    assert_eq!(
+        answered_directly(&gw),
+        expected_direct,
+        "log:\n{}",
+        gw.log()
+    );
+
+    // A session opened at 2025-06-18 whose request names 2025-11-25 (rmcp only checks that the
+    // header names a known version): rmcp's handler answers as of 2025-06-18, and so must the
+    // gateway, which leaves such requests to rmcp.
+    let session = raw.open_session(Some(KEY), "2025-06-18").await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"message": 5}}});
+    let headers = |accept: &str| {
+        [
+            ("authorization", format!("Bearer {KEY}")),
+            ("accept", accept.to_string()),
+            ("mcp-session-id", session.clone()),
+            ("mcp-protocol-version", "2025-11-25".to_string()),
+        ]
+    };
+    let plain = post(&gw.url, &headers(PLAIN), &body).await;
+    let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
+    assert_eq!(plain.message(), by_rmcp.message());
+    assert_eq!(plain.message()["error"]["code"], -32602, "{plain:?}");
     assert_eq!(
         answered_directly(&gw),
         expected_direct,

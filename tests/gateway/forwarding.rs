@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::common::{self, Gateway, HttpUpstream, KEY, call_ok, client, text_of};
+use super::common::{
+    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, retry_until, text_of,
+};
 
-const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n";
+const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n  slow:\n    privilege: write\n    timeout: 300ms\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n";
 
 /// Starts a gateway in front of `upstream`, sending `X-Upstream-Credential: gateway-own`.
 fn gateway_for(upstream: &HttpUpstream) -> Gateway {
@@ -111,4 +113,39 @@ async fn an_expired_upstream_session_is_reopened_without_running_the_call_twice(
         field(&seen, ":id").starts_with("narrowgate-"),
         "the forwarder did not take up the new session: {seen}"
     );
+}
+
+/// Proves: a call the gateway gives up on (its contract's 300 ms timeout, against a tool that
+/// would run 5 s) is cancelled upstream with `notifications/cancelled`, as rmcp's client does,
+/// instead of running on for nobody: the demo upstream counts the cancellation well before the
+/// tool would have finished.
+#[tokio::test]
+async fn a_call_that_times_out_is_cancelled_upstream() {
+    let upstream = HttpUpstream::start(&[]);
+    let gw = gateway_for(&upstream);
+    let alice = client(&gw.url, KEY).await;
+    let timed_out = call_answered(&alice, "slow", json!({"ms": 5000})).await;
+    assert_eq!(timed_out.is_error, Some(true), "{timed_out:?}");
+    let cancelled = |r: &rmcp::model::CallToolResult| {
+        r.structured_content
+            .as_ref()
+            .and_then(|s| s.get("cancelled"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    retry_until(
+        &gw,
+        Duration::from_secs(3),
+        Duration::from_millis(100),
+        "the upstream sees the call cancelled",
+        async || {
+            let seen = cancelled(&call_ok(&alice, "peek_counter", json!({})).await);
+            if seen == 1 {
+                Ok(())
+            } else {
+                Err(format!("{seen} cancelled"))
+            }
+        },
+    )
+    .await;
 }

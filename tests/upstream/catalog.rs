@@ -144,12 +144,12 @@ pub fn base_tools() -> Vec<Tool> {
         }))),
         Tool::new(
             "peek_counter",
-            "Returns the counter without incrementing it.",
+            "Returns the counter without incrementing it, and how many `slow` calls were cancelled.",
             no_params(),
         )
         .with_raw_output_schema(object(json!({
             "type": "object",
-            "properties": {"count": {"type": "integer"}},
+            "properties": {"count": {"type": "integer"}, "cancelled": {"type": "integer"}},
             "required": ["count"]
         }))),
         Tool::new(

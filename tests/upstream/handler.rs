@@ -23,6 +23,8 @@ struct Shared {
     extra_enabled: AtomicBool,
     /// How many times the `counter` tool has run in this process.
     counter: AtomicU64,
+    /// How many `slow` calls were cancelled by their client before they finished.
+    cancelled: AtomicU64,
     /// Fires on every tool-list change; feeds 2026-07-28 `subscriptions/listen` streams.
     list_changed: broadcast::Sender<()>,
 }
@@ -48,6 +50,7 @@ impl DemoUpstream {
                 extra_tool: catalog::extra_tool(),
                 extra_enabled: AtomicBool::new(false),
                 counter: AtomicU64::new(0),
+                cancelled: AtomicU64::new(0),
                 list_changed,
             }),
         }
@@ -77,6 +80,15 @@ impl DemoUpstream {
     /// Increments the process-wide counter and returns the new value.
     pub fn bump_counter(&self) -> u64 {
         self.shared.counter.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Notes a `slow` call cancelled by its client.
+    pub fn note_cancelled(&self) {
+        self.shared.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn cancelled(&self) -> u64 {
+        self.shared.cancelled.load(Ordering::SeqCst)
     }
 
     pub fn counter(&self) -> u64 {

@@ -36,7 +36,7 @@ pub async fn call(
         "fail" => args.only(&[]).map(|()| {
             CallToolResult::error(vec![ContentBlock::text("upstream failure: simulated")])
         }),
-        "slow" => slow(&args, context).await,
+        "slow" => slow(server, &args, context).await,
         "crash" => {
             tracing::warn!("crash tool called: exiting with code {CRASH_EXIT_CODE}");
             std::process::exit(CRASH_EXIT_CODE)
@@ -47,9 +47,11 @@ pub async fn call(
             Err(error) => Err(error),
         },
         "counter" => counter(server, &args).await,
-        "peek_counter" => args
-            .only(&[])
-            .map(|()| CallToolResult::structured(json!({"count": server.counter()}))),
+        "peek_counter" => args.only(&[]).map(|()| {
+            CallToolResult::structured(
+                json!({"count": server.counter(), "cancelled": server.cancelled()}),
+            )
+        }),
         "garbage" => args.only(&[]).map(|()| garbage()),
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
@@ -204,13 +206,17 @@ fn big(args: &Args<'_>) -> Result<CallToolResult, String> {
 }
 
 async fn slow(
+    server: &DemoUpstream,
     args: &Args<'_>,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
     let ms = args.uint("ms", SLOW_MAX_MS)?;
     tokio::select! {
         () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms}"))),
-        () = context.ct.cancelled() => Err(format!("cancelled before {ms} ms elapsed")),
+        () = context.ct.cancelled() => {
+            server.note_cancelled();
+            Err(format!("cancelled before {ms} ms elapsed"))
+        }
     }
 }
 
