@@ -456,19 +456,25 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
     }
     let is_delete = request.method() == Method::DELETE;
     // A request without a session may open one: keep its body (a cheap handle on the buffer
-    // `check_body` made) to read the version an `initialize` asks for.
-    let (request, opening) = if presented.is_none() && request.method() == Method::POST {
-        let limit =
-            usize::try_from(l.live.current().config.max_request_bytes.0).unwrap_or(usize::MAX);
-        let (parts, body) = request.into_parts();
-        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    // `check_body` made) to read the version an `initialize` asks for. Requests that name
+    // another method in `Mcp-Method` (2026-07-28 ones) cannot.
+    let names_another_method = request
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|m| m != "initialize");
+    let (request, opening) =
+        if presented.is_none() && request.method() == Method::POST && !names_another_method {
+            let limit =
+                usize::try_from(l.live.current().config.max_request_bytes.0).unwrap_or(usize::MAX);
+            let (parts, body) = request.into_parts();
+            let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+                return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+            };
+            let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+            (request, Some(bytes))
+        } else {
+            (request, None)
         };
-        let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
-        (request, Some(bytes))
-    } else {
-        (request, None)
-    };
     let response = next.run(request).await;
     match (&presented, session_id(response.headers())) {
         (None, Some(created)) => {
