@@ -16,8 +16,8 @@
 //! `_meta` with the protocol version and client capabilities. In a session: one session id
 //! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
 //! handle within [`SESSION_TOUCH`], and one `MCP-Protocol-Version` equal to the version the
-//! session's `initialize` asked for, with no per-request version in `_meta`. Everything else, errors included, goes to rmcp unchanged,
-//! so its answers stay the reference.
+//! session's `initialize` asked for, with no per-request version in `_meta`. Everything else,
+//! errors included, goes to rmcp unchanged, so its answers stay the reference.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -41,21 +41,21 @@ use crate::telemetry::Inbound;
 pub const SESSION_TOUCH: Duration = Duration::from_secs(60);
 
 /// The session versions answered here: those whose clients send `MCP-Protocol-Version`.
-const SESSION_VERSIONS: [ProtocolVersion; 2] =
+static SESSION_VERSIONS: [ProtocolVersion; 2] =
     [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25];
 
-/// Which kind of request a qualifying one is.
+/// Which kind of request a qualifying one is, and so its protocol version.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Lifecycle {
     Stateless,
-    Session(usize),
+    Session(&'static ProtocolVersion),
 }
 
 impl Lifecycle {
     fn version(self) -> ProtocolVersion {
         match self {
             Lifecycle::Stateless => ProtocolVersion::V_2026_07_28,
-            Lifecycle::Session(i) => SESSION_VERSIONS[i].clone(),
+            Lifecycle::Session(version) => version.clone(),
         }
     }
 }
@@ -128,10 +128,8 @@ fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle>
     let version = only("mcp-protocol-version")?;
     if headers.contains_key("mcp-session-id") {
         only("mcp-session-id")?;
-        let i = SESSION_VERSIONS
-            .iter()
-            .position(|v| version == v.as_str())?;
-        return Some(Lifecycle::Session(i));
+        let known = SESSION_VERSIONS.iter().find(|v| version == v.as_str())?;
+        return Some(Lifecycle::Session(known));
     }
     let stateless = version == ProtocolVersion::V_2026_07_28.as_str()
         && only("mcp-method").is_some_and(|m| m == "tools/call")
@@ -218,11 +216,14 @@ impl DirectCall {
         let answer = answer_tools_call(gateway, params, inbound).await;
         let (status, reply) = match answer {
             Ok(result) => {
+                // What rmcp's handler does to a result before it answers.
                 let mut result = ServerResult::CallToolResult(result);
-                if lifecycle != Lifecycle::Stateless {
-                    // What rmcp's handler does for peers older than 2026-07-28.
-                    result.strip_result_type_for_legacy_peer();
-                    result.strip_non_object_output_for_legacy_peer();
+                match lifecycle {
+                    Lifecycle::Stateless => result.fill_missing_cache_hints(),
+                    Lifecycle::Session(_) => {
+                        result.strip_result_type_for_legacy_peer();
+                        result.strip_non_object_output_for_legacy_peer();
+                    }
                 }
                 (StatusCode::OK, Reply::result(&id, result))
             }
@@ -374,11 +375,11 @@ mod tests {
         };
         assert_eq!(
             lifecycle_of(&post, &session(Some("2025-11-25"))),
-            Some(Lifecycle::Session(1))
+            Some(Lifecycle::Session(&SESSION_VERSIONS[1]))
         );
         assert_eq!(
             lifecycle_of(&post, &session(Some("2025-06-18"))),
-            Some(Lifecycle::Session(0))
+            Some(Lifecycle::Session(&SESSION_VERSIONS[0]))
         );
         assert_eq!(lifecycle_of(&post, &session(Some("2025-03-26"))), None);
         assert_eq!(lifecycle_of(&post, &session(Some("2026-07-28"))), None);
