@@ -506,6 +506,10 @@ mod tests {
             "decline"
         );
         assert_eq!(
+            reply_to(id.clone(), "roots/list"),
+            json!({"jsonrpc": "2.0", "id": 4, "result": {"roots": []}})
+        );
+        assert_eq!(
             reply_to(id, "sampling/createMessage")["error"]["code"],
             -32601
         );
