@@ -95,12 +95,13 @@ struct CancelUnlessAnswered<'a> {
 
 impl Drop for CancelUnlessAnswered<'_> {
     fn drop(&mut self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
+        // Answered (every call that completes): nothing to do.
         if !self.armed {
             return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let post = self.forwarder.notice(
             self.session,
             json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
