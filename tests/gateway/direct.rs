@@ -52,6 +52,21 @@ async fn post(url: &str, headers: &[(&str, String)], body: &Value) -> Reply {
         .await
 }
 
+/// The headers of a request in `session`, at `version`, as the caller with `key`.
+fn in_session(
+    key: &str,
+    accept: &str,
+    session: &str,
+    version: &str,
+) -> [(&'static str, String); 4] {
+    [
+        ("authorization", format!("Bearer {key}")),
+        ("accept", accept.to_string()),
+        ("mcp-session-id", session.to_string()),
+        ("mcp-protocol-version", version.to_string()),
+    ]
+}
+
 /// The cases every lifecycle runs: (caller, tool, arguments, what it shows).
 fn cases() -> [(&'static str, &'static str, Value, &'static str); 6] {
     [
@@ -147,14 +162,7 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
             let session = raw.open_session(Some(key), version).await;
             let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                 "params": {"name": tool, "arguments": arguments}});
-            let headers = |accept: &str| {
-                [
-                    ("authorization", format!("Bearer {key}")),
-                    ("accept", accept.to_string()),
-                    ("mcp-session-id", session.clone()),
-                    ("mcp-protocol-version", version.to_string()),
-                ]
-            };
+            let headers = |accept| in_session(key, accept, &session, version);
             let direct = post(&gw.url, &headers(PLAIN), &body).await;
             let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
             assert_eq!(direct.status, 200, "{version} {what}: {direct:?}");
@@ -194,14 +202,7 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
     let session = raw.open_session(Some(KEY), "2025-06-18").await;
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"message": 5}}});
-    let headers = |accept: &str| {
-        [
-            ("authorization", format!("Bearer {KEY}")),
-            ("accept", accept.to_string()),
-            ("mcp-session-id", session.clone()),
-            ("mcp-protocol-version", "2025-11-25".to_string()),
-        ]
-    };
+    let headers = |accept| in_session(KEY, accept, &session, "2025-11-25");
     let plain = post(&gw.url, &headers(PLAIN), &body).await;
     let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
     assert_eq!(plain.message(), by_rmcp.message());
@@ -217,14 +218,7 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
     let session = raw.open_session(Some(KEY), "2025-11-25").await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "fail", "arguments": {}}});
-    let with = |key: &str, session: &str| {
-        [
-            ("authorization", format!("Bearer {key}")),
-            ("accept", PLAIN.to_string()),
-            ("mcp-session-id", session.to_string()),
-            ("mcp-protocol-version", "2025-11-25".to_string()),
-        ]
-    };
+    let with = |key, session| in_session(key, PLAIN, session, "2025-11-25");
     assert_eq!(
         post(&gw.url, &with(BOB, &session), &body).await.status,
         404,

@@ -5,6 +5,16 @@ use crate::receipts::Outcome;
 use serde_json::json;
 use std::time::SystemTime;
 
+/// Receipts at `path`, without arguments, retention or fsync.
+fn settings(path: std::path::PathBuf) -> Settings {
+    Settings {
+        path,
+        store_arguments: false,
+        retention: None,
+        fsync: false,
+    }
+}
+
 fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
     Call {
         caller: "alice",
@@ -24,10 +34,8 @@ fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
 async fn concurrent_records_are_all_committed_and_readable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let settings = Settings {
-        path: dir.path().join("nested/folder/receipts.db"),
         store_arguments: true,
-        retention: None,
-        fsync: false,
+        ..settings(dir.path().join("nested/folder/receipts.db"))
     };
     let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
     let mut tasks = Vec::new();
@@ -60,10 +68,8 @@ async fn racing_callers_all_commit_in_both_modes() {
     for fsync in [false, true] {
         let dir = tempfile::tempdir().expect("tempdir");
         let settings = Settings {
-            path: dir.path().join("r.db"),
-            store_arguments: false,
-            retention: None,
             fsync,
+            ..settings(dir.path().join("r.db"))
         };
         let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
         let mut tasks = tokio::task::JoinSet::new();
@@ -94,12 +100,7 @@ async fn racing_callers_all_commit_in_both_modes() {
 #[tokio::test]
 async fn a_failed_write_is_reported_and_does_not_block_the_call() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let settings = Settings {
-        path: dir.path().join("r.db"),
-        store_arguments: false,
-        retention: None,
-        fsync: false,
-    };
+    let settings = settings(dir.path().join("r.db"));
     let log = ReceiptLog::open(&settings).expect("open");
     let args = json!({});
     assert!(log.record(&call("a", &args)).await.is_some());
@@ -121,12 +122,7 @@ async fn a_failed_write_is_reported_and_does_not_block_the_call() {
 async fn receipt_log_write_cost() {
     for base in [std::env::temp_dir(), PathBuf::from("/dev/shm")] {
         let dir = tempfile::tempdir_in(&base).expect("tempdir");
-        let settings = Settings {
-            path: dir.path().join("r.db"),
-            store_arguments: false,
-            retention: None,
-            fsync: false,
-        };
+        let settings = settings(dir.path().join("r.db"));
         let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
         let args = json!({"message": "hello"});
         const N: usize = 500;
@@ -170,12 +166,7 @@ fn a_newer_schema_is_refused() {
     c.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
         .expect("set version");
     drop(c);
-    let settings = Settings {
-        path,
-        store_arguments: false,
-        retention: None,
-        fsync: false,
-    };
+    let settings = settings(path);
     let e = ReceiptLog::open(&settings).expect_err("refused");
     assert!(e.to_string().contains("newer"), "{e}");
     let e = open_for_reading(&settings.path).expect_err("refused for reading too");
@@ -210,12 +201,7 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
     .expect("old receipt");
     drop(old);
 
-    let settings = Settings {
-        path: path.clone(),
-        store_arguments: false,
-        retention: None,
-        fsync: false,
-    };
+    let settings = settings(path.clone());
     let log = ReceiptLog::open(&settings).expect("upgraded");
     let args = json!({});
     assert!(log.record(&call("b", &args)).await.is_some());
