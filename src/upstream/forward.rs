@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::CallError;
+use super::h1::{self, Http1Client};
 use super::sse::EventSplitter;
 use super::tap::{Session, SessionTap, TappedClient};
 
@@ -54,6 +55,8 @@ pub struct Forwarder {
     upstream: String,
     url: reqwest::Url,
     http: reqwest::Client,
+    /// The calls' own connections, for a plain-HTTP upstream (reqwest otherwise).
+    h1: Option<Http1Client>,
     tap: Arc<SessionTap>,
     /// Told when the answer stream carries `notifications/tools/list_changed`.
     tools_changed: mpsc::UnboundedSender<()>,
@@ -125,6 +128,7 @@ impl Forwarder {
     ) -> Forwarder {
         Forwarder {
             upstream: upstream.to_string(),
+            h1: Http1Client::for_url(&url),
             url,
             http: client.http.clone(),
             tap: client.tap.clone(),
@@ -160,23 +164,30 @@ impl Forwarder {
             session: &session,
             id: &id,
         };
-        let sent = self
-            .http
-            .post(self.url.clone())
-            .headers(session.headers.clone())
-            .body(body)
-            .send()
-            .await;
+        let sent = match &self.h1 {
+            Some(h1) => h1
+                .post(&session.headers, &body)
+                .await
+                .map(Answer::Own)
+                .map_err(|e| self.lost(&e)),
+            None => self
+                .http
+                .post(self.url.clone())
+                .headers(session.headers.clone())
+                .body(body)
+                .send()
+                .await
+                .map(Answer::Reqwest)
+                .map_err(|e| self.lost(&e)),
+        };
         let answer = match sent {
-            Err(error) => Forwarded::Answered(Err(self.lost(&error))),
-            Ok(response)
-                if response.status() == StatusCode::NOT_FOUND && session.has_session_id =>
-            {
+            Err(lost) => Forwarded::Answered(Err(lost)),
+            Ok(answer) if answer.status() == StatusCode::NOT_FOUND && session.has_session_id => {
                 tracing::debug!(upstream = %self.upstream, "session expired: the call goes through a new one");
                 self.tap.forget(&session);
                 Forwarded::Declined
             }
-            Ok(response) => Forwarded::Answered(self.read_answer(response, &id, &session).await),
+            Ok(answer) => Forwarded::Answered(self.read_answer(answer, &id, &session).await),
         };
         cancel.armed = false;
         answer
@@ -184,7 +195,7 @@ impl Forwarder {
 
     async fn read_answer(
         &self,
-        mut response: reqwest::Response,
+        mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
     ) -> Result<CallToolResult, CallError> {
@@ -196,7 +207,7 @@ impl Forwarder {
         ) {
             return Err(self.lost(&format!("HTTP {status}")));
         }
-        match media_type(&response).as_deref() {
+        match media_type(response.headers()).as_deref() {
             Some("application/json") => {
                 let mut body = Vec::new();
                 while let Some(chunk) = response.chunk().await.map_err(|e| self.lost(&e))? {
@@ -225,7 +236,7 @@ impl Forwarder {
     /// an event id, is resumed with `GET` and `Last-Event-ID` (up to [`MAX_RESUMES`] times).
     async fn read_events(
         &self,
-        mut response: reqwest::Response,
+        mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
     ) -> Result<CallToolResult, CallError> {
@@ -255,7 +266,7 @@ impl Forwarder {
                 .retry_ms()
                 .map_or(Duration::ZERO, Duration::from_millis);
             tokio::time::sleep(delay.min(MAX_RESUME_DELAY)).await;
-            response = self.resume(session, &last_id).await?;
+            response = Answer::Reqwest(self.resume(session, &last_id).await?);
             // A resumed stream is a new stream: its events start afresh, its last id carries on.
             events = EventSplitter::resuming(MAX_ANSWER_BYTES, last_id);
         }
@@ -282,7 +293,7 @@ impl Forwarder {
             .send()
             .await
             .map_err(|e| self.lost(&e))?;
-        match (response.status(), media_type(&response).as_deref()) {
+        match (response.status(), media_type(response.headers()).as_deref()) {
             (status, Some("text/event-stream")) if status.is_success() => Ok(response),
             (status, _) => Err(self.lost(&format!("resuming the answer stream: HTTP {status}"))),
         }
@@ -381,13 +392,61 @@ impl Forwarder {
     }
 }
 
-/// The media type of a response (`application/json`, `text/event-stream`), lower case.
-fn media_type(response: &reqwest::Response) -> Option<String> {
-    let value = response
-        .headers()
-        .get(header::CONTENT_TYPE)?
-        .to_str()
-        .ok()?;
+/// The answer to a call's POST, from the forwarder's own connection or from reqwest.
+enum Answer<'a> {
+    Own(h1::Answer<'a>),
+    Reqwest(reqwest::Response),
+}
+
+impl Answer<'_> {
+    fn status(&self) -> StatusCode {
+        match self {
+            Answer::Own(answer) => answer.status,
+            Answer::Reqwest(response) => response.status(),
+        }
+    }
+
+    fn headers(&self) -> &http::HeaderMap {
+        match self {
+            Answer::Own(answer) => &answer.headers,
+            Answer::Reqwest(response) => response.headers(),
+        }
+    }
+
+    /// The next piece of the body, `None` at its end.
+    async fn chunk(&mut self) -> Result<Option<Chunk<'_>>, String> {
+        match self {
+            Answer::Own(answer) => match answer.chunk().await {
+                Ok(piece) => Ok(piece.map(Chunk::Borrowed)),
+                Err(e) => Err(e.to_string()),
+            },
+            Answer::Reqwest(response) => match response.chunk().await {
+                Ok(piece) => Ok(piece.map(Chunk::Owned)),
+                Err(e) => Err(e.to_string()),
+            },
+        }
+    }
+}
+
+/// A piece of an answer's body.
+enum Chunk<'a> {
+    Borrowed(&'a [u8]),
+    Owned(axum::body::Bytes),
+}
+
+impl std::ops::Deref for Chunk<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Chunk::Borrowed(bytes) => bytes,
+            Chunk::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// The media type of an answer (`application/json`, `text/event-stream`), lower case.
+fn media_type(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     Some(
         value
             .split(';')

@@ -6,6 +6,7 @@
 
 mod connect;
 mod forward;
+mod h1;
 mod sse;
 mod tap;
 

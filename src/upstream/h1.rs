@@ -1,0 +1,499 @@
+//! A plain HTTP/1.1 client for the forwarder's `tools/call`, driven by the calling task.
+//!
+//! Why not reqwest here: hyper's pooled client runs each connection in a task of its own, and a
+//! call passes between the calling task and that task at every step (the request, the answer's
+//! head, each chunk of its body, the end). On tokio's multi-thread runtime more than three such
+//! hand-offs in a row wake another worker (the LIFO slot's cap), which wakes another: with one
+//! client and two workers a call cost about nine context switches where the work needs two or
+//! three (BENCHMARKS.md). Here the calling task writes the request and reads the answer on the
+//! socket itself, and keeps the connection for the next call.
+//!
+//! Deliberately small: `POST` to an `http://` URL without credentials in it, answers framed by
+//! `Content-Length`, chunked transfer coding or the end of the connection, interim `1xx` answers
+//! skipped. Everything else (TLS, a proxy from the environment) stays on reqwest
+//! ([`Http1Client::for_url`] says which).
+
+use std::io;
+use std::sync::Mutex;
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Idle connections kept per upstream (as the reqwest client's `pool_max_idle_per_host`).
+const MAX_IDLE: usize = 256;
+/// The largest answer head read (status line and headers).
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The largest chunk-size line (with extensions) or trailer section read.
+const MAX_LINE_BYTES: usize = 4 * 1024;
+/// How much is read from the socket at a time.
+const READ_SIZE: usize = 16 * 1024;
+/// Headers read per answer.
+const MAX_HEADERS: usize = 64;
+
+/// Connections to one upstream URL, and how to address it.
+pub struct Http1Client {
+    /// Where to connect.
+    address: Address,
+    /// The request line's target and the `Host` header, written once.
+    request_head: Vec<u8>,
+    idle: Mutex<Vec<Connection>>,
+}
+
+enum Address {
+    Ip(std::net::SocketAddr),
+    Name(String, u16),
+}
+
+/// An open connection and what it has read beyond the previous answer.
+struct Connection {
+    stream: TcpStream,
+    buffer: ReadBuffer,
+}
+
+/// Bytes read from the socket and not consumed yet: `data[start..]`.
+#[derive(Default)]
+struct ReadBuffer {
+    data: Vec<u8>,
+    start: usize,
+}
+
+impl ReadBuffer {
+    fn unread(&self) -> &[u8] {
+        &self.data[self.start..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.data.len());
+    }
+
+    /// Reads more from `stream`; `Ok(0)` at its end.
+    async fn fill(&mut self, stream: &mut TcpStream) -> io::Result<usize> {
+        if self.start > 0 {
+            self.data.drain(..self.start);
+            self.start = 0;
+        }
+        let old = self.data.len();
+        self.data.resize(old + READ_SIZE, 0);
+        let read = stream.read(&mut self.data[old..]).await;
+        self.data.truncate(old + *read.as_ref().unwrap_or(&0));
+        read
+    }
+}
+
+/// How the rest of an answer's body is delimited.
+#[derive(Debug, PartialEq, Eq)]
+enum Framing {
+    /// This many bytes are left.
+    Length(u64),
+    /// Chunked transfer coding, at the start of a chunk-size line, or inside a chunk with this
+    /// many bytes (and its CRLF) left.
+    Chunked {
+        in_chunk: Option<u64>,
+    },
+    /// Until the connection ends.
+    UntilClose,
+    Done,
+}
+
+/// An answer whose head has been read; its body is read with [`Answer::chunk`].
+pub struct Answer<'a> {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    framing: Framing,
+    /// Whether the connection can carry another request once the body is read.
+    reusable: bool,
+    /// `None` once given back to the client (or lost).
+    connection: Option<Connection>,
+    client: &'a Http1Client,
+}
+
+impl Http1Client {
+    /// A client for `url`, if it is one this client serves: `http://`, no user name or password
+    /// (reqwest would turn them into an `Authorization` header), and no proxy configured in the
+    /// environment (reqwest would use it).
+    pub fn for_url(url: &reqwest::Url) -> Option<Http1Client> {
+        let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+            .iter()
+            .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
+            return None;
+        }
+        if proxied {
+            return None;
+        }
+        let port = url.port_or_known_default()?;
+        let host = url.host_str()?;
+        // (An IPv6 address comes in brackets, as in the URL.)
+        let address = match host.trim_start_matches('[').trim_end_matches(']').parse() {
+            Ok(ip) => Address::Ip(std::net::SocketAddr::new(ip, port)),
+            Err(_) => Address::Name(host.to_string(), port),
+        };
+        let host = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        let target = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_string(),
+        };
+        Some(Http1Client {
+            address,
+            request_head: format!("POST {target} HTTP/1.1\r\nhost: {host}\r\n").into_bytes(),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// POSTs `body` with `headers` and reads the answer's head. A kept connection that turns
+    /// out closed before the request could be written is replaced by a new one; once written, a
+    /// failure is the caller's (the upstream may have acted on it).
+    pub async fn post(&self, headers: &HeaderMap, body: &[u8]) -> io::Result<Answer<'_>> {
+        let request = self.request(headers, body);
+        let mut connection = match self.kept() {
+            Some(mut kept) => match kept.stream.write_all(&request).await {
+                Ok(()) => kept,
+                Err(_) => self.written(&request).await?,
+            },
+            None => self.written(&request).await?,
+        };
+        let (status, headers, framing, reusable) = read_head(&mut connection).await?;
+        let mut answer = Answer {
+            status,
+            headers,
+            framing,
+            reusable,
+            connection: Some(connection),
+            client: self,
+        };
+        answer.give_back_if_done();
+        Ok(answer)
+    }
+
+    fn request(&self, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+        let mut request = Vec::with_capacity(self.request_head.len() + 256 + body.len());
+        request.extend_from_slice(&self.request_head);
+        for (name, value) in headers {
+            if name == http::header::CONTENT_LENGTH || name == http::header::HOST {
+                continue;
+            }
+            request.extend_from_slice(name.as_str().as_bytes());
+            request.extend_from_slice(b": ");
+            request.extend_from_slice(value.as_bytes());
+            request.extend_from_slice(b"\r\n");
+        }
+        request.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        request.extend_from_slice(body);
+        request
+    }
+
+    /// A new connection with `request` written on it.
+    async fn written(&self, request: &[u8]) -> io::Result<Connection> {
+        let stream = match &self.address {
+            Address::Ip(address) => TcpStream::connect(address).await?,
+            Address::Name(name, port) => TcpStream::connect((name.as_str(), *port)).await?,
+        };
+        stream.set_nodelay(true)?;
+        let mut connection = Connection {
+            stream,
+            buffer: ReadBuffer::default(),
+        };
+        connection.stream.write_all(request).await?;
+        Ok(connection)
+    }
+
+    /// The most recently kept connection that is still open: one the upstream closed meanwhile
+    /// (an idle timeout) has its end waiting to be read, and is dropped.
+    fn kept(&self) -> Option<Connection> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(connection) = idle.pop() {
+            let mut probe = [0u8; 1];
+            match connection.stream.try_read(&mut probe) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(connection),
+                // Closed, failed, or sent something unasked: not usable.
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    fn keep(&self, connection: Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(connection);
+        }
+    }
+}
+
+/// Reads an answer's head (skipping interim `1xx` answers) and works out its body's framing.
+async fn read_head(
+    connection: &mut Connection,
+) -> io::Result<(StatusCode, HeaderMap, Framing, bool)> {
+    loop {
+        let parsed = loop {
+            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut head = httparse::Response::new(&mut slots);
+            match head.parse(connection.buffer.unread()) {
+                Ok(httparse::Status::Complete(length)) => {
+                    let parsed = Head::of(&head)?;
+                    connection.buffer.consume(length);
+                    break parsed;
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(invalid(format!("a malformed answer head: {e}"))),
+            }
+            if connection.buffer.unread().len() > MAX_HEAD_BYTES {
+                return Err(invalid("an answer head larger than 64 KiB"));
+            }
+            if connection.buffer.fill(&mut connection.stream).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection closed before the answer",
+                ));
+            }
+        };
+        if parsed.status.is_informational() {
+            continue;
+        }
+        let framing = framing_of(parsed.status, &parsed.headers)?;
+        let reusable = parsed.keep_alive && framing != Framing::UntilClose;
+        return Ok((parsed.status, parsed.headers, framing, reusable));
+    }
+}
+
+/// An answer head, owned.
+struct Head {
+    status: StatusCode,
+    headers: HeaderMap,
+    keep_alive: bool,
+}
+
+impl Head {
+    fn of(head: &httparse::Response<'_, '_>) -> io::Result<Head> {
+        let status = head
+            .code
+            .and_then(|code| StatusCode::from_u16(code).ok())
+            .ok_or_else(|| invalid("an answer without a valid status"))?;
+        let mut headers = HeaderMap::with_capacity(head.headers.len());
+        for header in head.headers.iter() {
+            let name = HeaderName::from_bytes(header.name.as_bytes())
+                .map_err(|_| invalid("an invalid header name"))?;
+            let value = HeaderValue::from_bytes(header.value)
+                .map_err(|_| invalid("an invalid header value"))?;
+            headers.append(name, value);
+        }
+        let close = headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case("close"));
+        Ok(Head {
+            status,
+            keep_alive: head.version == Some(1) && !close,
+            headers,
+        })
+    }
+}
+
+/// The body's framing, as RFC 9112 section 6.3 orders it for answers to a POST.
+fn framing_of(status: StatusCode, headers: &HeaderMap) -> io::Result<Framing> {
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Ok(Framing::Done);
+    }
+    if let Some(coding) = headers.get(http::header::TRANSFER_ENCODING) {
+        let chunked = coding
+            .to_str()
+            .ok()
+            .and_then(|v| v.rsplit(',').next())
+            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        return Ok(if chunked {
+            Framing::Chunked { in_chunk: None }
+        } else {
+            Framing::UntilClose
+        });
+    }
+    let mut lengths = headers.get_all(http::header::CONTENT_LENGTH).iter();
+    match (lengths.next(), lengths.next()) {
+        (None, _) => Ok(Framing::UntilClose),
+        (Some(length), None) => match length.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(0) => Ok(Framing::Done),
+            Some(n) => Ok(Framing::Length(n)),
+            None => Err(invalid("an invalid Content-Length")),
+        },
+        (Some(_), Some(_)) => Err(invalid("several Content-Length headers")),
+    }
+}
+
+impl Answer<'_> {
+    /// The next piece of the body, `None` at its end. The connection goes back to the client
+    /// once the end has been read (by this or when the answer is dropped).
+    pub async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
+        let Some(connection) = self.connection.as_mut() else {
+            return Ok(None);
+        };
+        let data = loop {
+            match step(&mut self.framing, &connection.buffer)? {
+                Step::Data { skip, len } => {
+                    connection.buffer.consume(skip);
+                    let start = connection.buffer.start;
+                    connection.buffer.consume(len);
+                    break start..start + len;
+                }
+                Step::Skip(n) => connection.buffer.consume(n),
+                Step::End(n) => {
+                    connection.buffer.consume(n);
+                    self.give_back_if_done();
+                    return Ok(None);
+                }
+                Step::More => {
+                    if connection.buffer.fill(&mut connection.stream).await? == 0 {
+                        self.connection = None;
+                        if self.framing == Framing::UntilClose {
+                            self.framing = Framing::Done;
+                            return Ok(None);
+                        }
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the connection closed in the middle of the answer",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(self.connection.as_ref().map(|c| &c.buffer.data[data]))
+    }
+
+    /// Gives the connection back if the body has been read to its end and it can be reused.
+    fn give_back_if_done(&mut self) {
+        if self.framing == Framing::Done
+            && let Some(connection) = self.connection.take()
+            && self.reusable
+            && connection.buffer.unread().is_empty()
+        {
+            self.client.keep(connection);
+        }
+    }
+}
+
+impl Drop for Answer<'_> {
+    /// A caller that stops reading once it has what it wants (the answer on an SSE stream)
+    /// leaves the body's end unread; if it has already arrived, the connection is reusable.
+    fn drop(&mut self) {
+        let Some(connection) = self.connection.as_mut() else {
+            return;
+        };
+        loop {
+            match step(&mut self.framing, &connection.buffer) {
+                Ok(Step::Data { skip, len }) => connection.buffer.consume(skip + len),
+                Ok(Step::Skip(n)) => connection.buffer.consume(n),
+                Ok(Step::End(n)) => {
+                    connection.buffer.consume(n);
+                    self.give_back_if_done();
+                    return;
+                }
+                Ok(Step::More) | Err(_) => return,
+            }
+        }
+    }
+}
+
+/// What the buffered bytes hold next under `framing` (which it advances past what it reports).
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Skip `skip` bytes, then `len` bytes of body data.
+    Data { skip: usize, len: usize },
+    /// Framing bytes to skip (a chunk's CRLF, a chunk-size line).
+    Skip(usize),
+    /// The body ends after these framing bytes.
+    End(usize),
+    /// Nothing complete is buffered: read more.
+    More,
+}
+
+fn step(framing: &mut Framing, buffer: &ReadBuffer) -> io::Result<Step> {
+    let unread = buffer.unread();
+    match framing {
+        Framing::Done => Ok(Step::End(0)),
+        Framing::UntilClose if unread.is_empty() => Ok(Step::More),
+        Framing::UntilClose => Ok(Step::Data {
+            skip: 0,
+            len: unread.len(),
+        }),
+        Framing::Length(_) if unread.is_empty() => Ok(Step::More),
+        Framing::Length(left) => {
+            let len = unread
+                .len()
+                .min(usize::try_from(*left).unwrap_or(usize::MAX));
+            *left -= len as u64;
+            if *left == 0 {
+                *framing = Framing::Done;
+            }
+            Ok(Step::Data { skip: 0, len })
+        }
+        Framing::Chunked { in_chunk: Some(0) } => match unread {
+            [b'\r', b'\n', ..] => {
+                *framing = Framing::Chunked { in_chunk: None };
+                Ok(Step::Skip(2))
+            }
+            [] | [b'\r'] => Ok(Step::More),
+            _ => Err(invalid("a chunk not followed by CRLF")),
+        },
+        Framing::Chunked {
+            in_chunk: Some(left),
+        } => {
+            if unread.is_empty() {
+                return Ok(Step::More);
+            }
+            let len = unread
+                .len()
+                .min(usize::try_from(*left).unwrap_or(usize::MAX));
+            *left -= len as u64;
+            Ok(Step::Data { skip: 0, len })
+        }
+        Framing::Chunked { in_chunk: None } => match httparse::parse_chunk_size(unread) {
+            Ok(httparse::Status::Complete((line, 0))) => match trailers_end(&unread[line..])? {
+                Some(trailers) => {
+                    *framing = Framing::Done;
+                    Ok(Step::End(line + trailers))
+                }
+                None => Ok(Step::More),
+            },
+            Ok(httparse::Status::Complete((line, size))) => {
+                *framing = Framing::Chunked {
+                    in_chunk: Some(size),
+                };
+                Ok(Step::Skip(line))
+            }
+            Ok(httparse::Status::Partial) if unread.len() > MAX_LINE_BYTES => {
+                Err(invalid("a chunk-size line longer than 4 KiB"))
+            }
+            Ok(httparse::Status::Partial) => Ok(Step::More),
+            Err(_) => Err(invalid("an invalid chunk size")),
+        },
+    }
+}
+
+/// The length of the trailer section after the last chunk (trailer lines, then an empty line),
+/// if it is all buffered.
+fn trailers_end(bytes: &[u8]) -> io::Result<Option<usize>> {
+    let mut at = 0;
+    loop {
+        let Some(eol) = bytes[at..].windows(2).position(|w| w == b"\r\n") else {
+            if bytes.len() > MAX_LINE_BYTES {
+                return Err(invalid("a trailer section longer than 4 KiB"));
+            }
+            return Ok(None);
+        };
+        at += eol + 2;
+        if eol == 0 {
+            return Ok(Some(at));
+        }
+    }
+}
+
+fn invalid(why: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.into())
+}
+
+#[cfg(test)]
+mod tests;
