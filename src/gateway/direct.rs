@@ -87,12 +87,9 @@ pub async fn answer(
     let Some(call) = DirectCall::take(lifecycle, &parts.headers, &bytes, &gateway) else {
         return Err(Request::from_parts(parts, Body::from(bytes)));
     };
-    // A task of its own, as under rmcp: a client that goes away does not stop the call halfway
-    // (its upstream call completes and its receipt is written).
-    let answer = tokio::spawn(async move { call.answer(&gateway, &parts).await });
-    Ok(answer
-        .await
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+    // Already in a task of its own (`http::in_own_task`): a client that goes away does not stop
+    // the call halfway (its upstream call completes and its receipt is written).
+    Ok(call.answer(&gateway, &parts).await)
 }
 
 /// The kind of request the headers describe, if they qualify (the body is checked by

@@ -73,11 +73,9 @@ impl ReadBuffer {
             self.data.drain(..self.start);
             self.start = 0;
         }
-        let old = self.data.len();
-        self.data.resize(old + READ_SIZE, 0);
-        let read = stream.read(&mut self.data[old..]).await;
-        self.data.truncate(old + *read.as_ref().unwrap_or(&0));
-        read
+        // Into spare capacity: nothing to zero first.
+        self.data.reserve(READ_SIZE);
+        stream.read_buf(&mut self.data).await
     }
 }
 
@@ -202,12 +200,13 @@ impl Http1Client {
     }
 
     /// The most recently kept connection that is still open: one the upstream closed meanwhile
-    /// (an idle timeout) has its end waiting to be read, and is dropped.
+    /// (an idle timeout) has its end waiting to be read, and is dropped. The socket itself is
+    /// asked (a non-blocking peek), not the runtime's notion of it, which may lag behind.
     fn kept(&self) -> Option<Connection> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(connection) = idle.pop() {
-            let mut probe = [0u8; 1];
-            match connection.stream.try_read(&mut probe) {
+            let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
+            match socket2::SockRef::from(&connection.stream).peek(&mut probe) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(connection),
                 // Closed, failed, or sent something unasked: not usable.
                 _ => continue,

@@ -149,3 +149,63 @@ async fn a_call_that_times_out_is_cancelled_upstream() {
     )
     .await;
 }
+
+/// Proves: a call whose client hangs up before the answer still runs to its end: the upstream
+/// is not told to cancel it, and its receipt is written with the upstream's outcome. (Served
+/// in the connection's task, the call would be dropped with the connection: cancelled upstream
+/// and no receipt.)
+#[tokio::test]
+async fn a_call_whose_client_hangs_up_still_completes() {
+    let upstream = HttpUpstream::start(&[]);
+    let gw = gateway_for(&upstream);
+    let raw = common::Raw::new(&gw.url);
+    let version = "2025-11-25";
+    let session = raw.open_session(Some(KEY), version).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(50))
+        .build()
+        .expect("client");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"ms": 250}}});
+    let hung_up = impatient
+        .post(&gw.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", version)
+        .body(body.to_string())
+        .send()
+        .await;
+    assert!(
+        hung_up.is_err(),
+        "the client should have given up: {hung_up:?}"
+    );
+
+    retry_until(
+        &gw,
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        "the abandoned call's receipt",
+        async || {
+            let receipts = common::receipts_json(&gw.config_path(), &["--tool", "slow"]);
+            match receipts.as_slice() {
+                [one] if one["outcome"] == "ok" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let alice = client(&gw.url, KEY).await;
+    let peek = call_ok(&alice, "peek_counter", json!({})).await;
+    let cancelled = peek
+        .structured_content
+        .as_ref()
+        .and_then(|s| s.get("cancelled"))
+        .and_then(Value::as_u64);
+    assert_eq!(
+        cancelled,
+        Some(0),
+        "the upstream was told to cancel: {peek:?}"
+    );
+}
