@@ -454,8 +454,12 @@ impl Writer {
 }
 
 /// Inserts `receipts` in one transaction. The statements are cached: parsing `BEGIN` and
-/// `COMMIT` anew for every commit showed in profiles.
+/// `COMMIT` anew for every commit showed in profiles. A lone receipt is its own transaction
+/// (SQLite's autocommit): the same commit, without two statements around it.
 fn insert(connection: &mut Connection, receipts: &[&Receipt]) -> rusqlite::Result<()> {
+    if receipts.len() == 1 {
+        return insert_rows(connection, receipts);
+    }
     connection.prepare_cached("BEGIN")?.execute([])?;
     let written = insert_rows(connection, receipts)
         .and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
