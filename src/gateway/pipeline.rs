@@ -180,7 +180,9 @@ impl Gateway {
             };
             (executed, recorded)
         };
-        match self.dedupe.run(key, window, longest_run, run).await {
+        // Boxed: only `dedupe` tools take this path, and its state (a second upstream call,
+        // Redis) would otherwise sit in every call's future.
+        match Box::pin(self.dedupe.run(key, window, longest_run, run)).await {
             Deduped::Ran(executed) => executed,
             Deduped::Replayed(recorded) => Executed {
                 answer: Ok(recorded.result),

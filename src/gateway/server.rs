@@ -116,7 +116,7 @@ impl ServerHandler for McpHandler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        telemetry::serve("initialize", None, (&context).into(), async {
+        telemetry::serve("initialize", None, (&context).into(), async || {
             context.peer.set_peer_info(request.clone());
             self.negotiate_initialize(&request)
         })
@@ -128,7 +128,7 @@ impl ServerHandler for McpHandler {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        telemetry::serve("server/discover", None, (&context).into(), async {
+        telemetry::serve("server/discover", None, (&context).into(), async || {
             Ok(DiscoverResult::from_server_info(
                 PROTOCOL_VERSIONS.to_vec(),
                 ServerHandler::get_info(self),
@@ -138,7 +138,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        telemetry::serve("ping", None, (&context).into(), async { Ok(()) }).await
+        telemetry::serve("ping", None, (&context).into(), async || Ok(())).await
     }
 
     async fn list_tools(
@@ -146,7 +146,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        telemetry::serve("tools/list", None, (&context).into(), async {
+        telemetry::serve("tools/list", None, (&context).into(), async || {
             let caller = caller_of(context.extensions.get::<http::request::Parts>())?;
             let catalog = self.live.current().catalog();
             let tools: Vec<Tool> = catalog
@@ -186,7 +186,7 @@ pub(super) async fn answer_tools_call(
     let tool = known.then(|| request.name.clone());
     let caller = caller_of(inbound.parts);
     let protocol = inbound.protocol.clone();
-    telemetry::serve("tools/call", tool.as_deref(), inbound, async {
+    telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut result = gateway
             .call_tool(&caller, request, protocol.as_ref())

@@ -182,7 +182,8 @@ impl Limits {
         }
         match &self.backend {
             Backend::Memory(m) => m.check(&limits),
-            Backend::Redis(r) => r.check(&limits).await,
+            // Boxed: the Redis round trip's state would otherwise sit in every call's future.
+            Backend::Redis(r) => Box::pin(r.check(&limits)).await,
         }
     }
 

@@ -11,7 +11,6 @@
 //! [`note_call`] and [`trace_id`], which read the request's OpenTelemetry [`Context`]: it is
 //! attached to the handler's future, so nothing has to be passed down the pipeline.
 
-use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -88,11 +87,15 @@ impl<'a> From<&'a RequestContext<RoleServer>> for Inbound<'a> {
 }
 
 /// Handles one MCP request (`method`, on `target` for `tools/call`) inside its SERVER span.
+///
+/// The handler comes as a closure, its future made only where it runs: a future passed in by
+/// value is kept twice in this one's state (as the argument, and again where it is awaited),
+/// and a `tools/call` future is tens of kilobytes, copied at every layer above.
 pub async fn serve<T: ToolOutcome>(
     method: &'static str,
     target: Option<&str>,
     inbound: Inbound<'_>,
-    handler: impl Future<Output = Result<T, ErrorData>>,
+    handler: impl AsyncFnOnce() -> Result<T, ErrorData>,
 ) -> Result<T, ErrorData> {
     let started = Instant::now();
     let parts = inbound.parts;
@@ -174,7 +177,10 @@ pub async fn serve<T: ToolOutcome>(
     let cx = cx.with_value(scope.clone());
     // error level, so the span (and its trace_id field) exists whatever level is logged.
     let log_span = tracing::error_span!("mcp", trace_id = %trace_id);
-    let answer = handler.with_context(cx.clone()).instrument(log_span).await;
+    let answer = handler()
+        .with_context(cx.clone())
+        .instrument(log_span)
+        .await;
 
     let error_type = match &answer {
         Err(e) => Some(e.code.0.to_string()),

@@ -175,7 +175,8 @@ impl Upstream {
         {
             return result;
         }
-        match route.peer.call_tool(params).await {
+        // Boxed: rmcp's request future is large, and the forwarder answers most calls.
+        match Box::pin(route.peer.call_tool(params)).await {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
             Err(e) => {
