@@ -3,7 +3,8 @@
 //! rmcp's client hands each request to its service task, which hands it to the transport worker,
 //! which spawns the POST and routes the answer back the same way: four task hand-offs per call,
 //! the largest share of the gateway's CPU with one client (BENCHMARKS.md). The [`Forwarder`]
-//! POSTs the call from the calling task instead, on the session rmcp opened (the
+//! POSTs the call from the calling task instead (on connections of its own for `http://`
+//! upstreams, see `h1.rs`; through reqwest otherwise), on the session rmcp opened (the
 //! [`SessionTap`] sees its session id and headers go by), and reads the answer there, as rmcp's
 //! client would: a JSON body or an SSE stream (resumed with `Last-Event-ID` if it closes early),
 //! answering requests the upstream makes meanwhile, passing `tools/list_changed` on, and sending

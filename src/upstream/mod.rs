@@ -1,8 +1,9 @@
 //! Upstream MCP servers: one supervised connection each, shared by all callers (SPEC §4.9).
 //!
 //! An [`Upstream`] holds the current connection (if any) and the tools it last listed. Its
-//! [`supervise`](Upstream::supervise) task keeps it connected; [`call`](Upstream::call) never
-//! waits for a connection: a down upstream answers at once.
+//! [`supervise`](Upstream::supervise) task keeps it connected;
+//! [`call_with_retries`](Upstream::call_with_retries) never waits for a connection: a down
+//! upstream answers at once.
 
 mod connect;
 mod forward;
