@@ -32,7 +32,7 @@ impl SessionTap {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set(&self, session: Option<Session>) {
+    pub(super) fn set(&self, session: Option<Session>) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = session.map(Arc::new);
     }
 
