@@ -13,8 +13,10 @@
 //! skipped. Everything else (TLS, a proxy from the environment) stays on reqwest
 //! ([`Http1Client::for_url`] says which).
 
-use std::io;
+use std::collections::VecDeque;
+use std::io::{self, Read};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,16 +30,21 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_LINE_BYTES: usize = 4 * 1024;
 /// How much is read from the socket at a time.
 const READ_SIZE: usize = 16 * 1024;
-/// Headers read per answer.
-const MAX_HEADERS: usize = 64;
+/// Headers read per answer (as hyper).
+const MAX_HEADERS: usize = 100;
+/// A connection idle this long is closed rather than kept (as reqwest's pool).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Connections to one upstream URL, and how to address it.
 pub struct Http1Client {
     /// Where to connect.
     address: Address,
-    /// The request line's target and the `Host` header, written once.
-    request_head: Vec<u8>,
-    idle: Mutex<Vec<Connection>>,
+    /// The request line, written once.
+    request_line: Vec<u8>,
+    /// The URL's host (and port), for `Host` unless the headers name one.
+    host: HeaderValue,
+    /// Kept connections, the most recently used last.
+    idle: Mutex<VecDeque<Connection>>,
 }
 
 enum Address {
@@ -49,6 +56,8 @@ enum Address {
 struct Connection {
     stream: TcpStream,
     buffer: ReadBuffer,
+    /// When it was last given back.
+    idle_since: Instant,
 }
 
 /// Bytes read from the socket and not consumed yet: `data[start..]`.
@@ -92,6 +101,8 @@ enum Framing {
     /// Until the connection ends.
     UntilClose,
     Done,
+    /// The connection failed before the end: the body is incomplete, whoever asks again.
+    Broken,
 }
 
 /// An answer whose head has been read; its body is read with [`Answer::chunk`].
@@ -137,8 +148,9 @@ impl Http1Client {
         };
         Some(Http1Client {
             address,
-            request_head: format!("POST {target} HTTP/1.1\r\nhost: {host}\r\n").into_bytes(),
-            idle: Mutex::new(Vec::new()),
+            request_line: format!("POST {target} HTTP/1.1\r\n").into_bytes(),
+            host: HeaderValue::from_str(&host).ok()?,
+            idle: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -168,10 +180,16 @@ impl Http1Client {
     }
 
     fn request(&self, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
-        let mut request = Vec::with_capacity(self.request_head.len() + 256 + body.len());
-        request.extend_from_slice(&self.request_head);
+        let mut request = Vec::with_capacity(self.request_line.len() + 256 + body.len());
+        request.extend_from_slice(&self.request_line);
+        // A configured `Host` wins over the URL's, as with reqwest.
+        if !headers.contains_key(http::header::HOST) {
+            request.extend_from_slice(b"host: ");
+            request.extend_from_slice(self.host.as_bytes());
+            request.extend_from_slice(b"\r\n");
+        }
         for (name, value) in headers {
-            if name == http::header::CONTENT_LENGTH || name == http::header::HOST {
+            if name == http::header::CONTENT_LENGTH {
                 continue;
             }
             request.extend_from_slice(name.as_str().as_bytes());
@@ -194,6 +212,7 @@ impl Http1Client {
         let mut connection = Connection {
             stream,
             buffer: ReadBuffer::default(),
+            idle_since: Instant::now(),
         };
         connection.stream.write_all(request).await?;
         Ok(connection)
@@ -204,7 +223,7 @@ impl Http1Client {
     /// asked (a non-blocking peek), not the runtime's notion of it, which may lag behind.
     fn kept(&self) -> Option<Connection> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(connection) = idle.pop() {
+        while let Some(connection) = idle.pop_back() {
             let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
             match socket2::SockRef::from(&connection.stream).peek(&mut probe) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(connection),
@@ -215,10 +234,20 @@ impl Http1Client {
         None
     }
 
-    fn keep(&self, connection: Connection) {
+    /// Keeps `connection` for the next call, and closes kept ones idle for longer than
+    /// [`IDLE_TIMEOUT`] (the oldest are at the front), which the upstream has likely closed.
+    fn keep(&self, mut connection: Connection) {
+        let now = Instant::now();
+        connection.idle_since = now;
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while idle
+            .front()
+            .is_some_and(|c| now.duration_since(c.idle_since) > IDLE_TIMEOUT)
+        {
+            idle.pop_front();
+        }
         if idle.len() < MAX_IDLE {
-            idle.push(connection);
+            idle.push_back(connection);
         }
     }
 }
@@ -299,7 +328,12 @@ fn framing_of(status: StatusCode, headers: &HeaderMap) -> io::Result<Framing> {
     if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok(Framing::Done);
     }
-    if let Some(coding) = headers.get(http::header::TRANSFER_ENCODING) {
+    // The codings are listed over every `Transfer-Encoding` line; chunked must be the last.
+    if let Some(coding) = headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+    {
         let chunked = coding
             .to_str()
             .ok()
@@ -314,7 +348,12 @@ fn framing_of(status: StatusCode, headers: &HeaderMap) -> io::Result<Framing> {
     let mut lengths = headers.get_all(http::header::CONTENT_LENGTH).iter();
     match (lengths.next(), lengths.next()) {
         (None, _) => Ok(Framing::UntilClose),
-        (Some(length), None) => match length.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+        (Some(length), None) => match length
+            .to_str()
+            .ok()
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok())
+        {
             Some(0) => Ok(Framing::Done),
             Some(n) => Ok(Framing::Length(n)),
             None => Err(invalid("an invalid Content-Length")),
@@ -327,6 +366,9 @@ impl Answer<'_> {
     /// The next piece of the body, `None` at its end. The connection goes back to the client
     /// once the end has been read (by this or when the answer is dropped).
     pub async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
+        if self.framing == Framing::Broken {
+            return Err(broken());
+        }
         let Some(connection) = self.connection.as_mut() else {
             return Ok(None);
         };
@@ -344,19 +386,24 @@ impl Answer<'_> {
                     self.give_back_if_done();
                     return Ok(None);
                 }
-                Step::More => {
-                    if connection.buffer.fill(&mut connection.stream).await? == 0 {
+                Step::More => match connection.buffer.fill(&mut connection.stream).await {
+                    Ok(0) if self.framing == Framing::UntilClose => {
+                        self.framing = Framing::Done;
                         self.connection = None;
-                        if self.framing == Framing::UntilClose {
-                            self.framing = Framing::Done;
-                            return Ok(None);
-                        }
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the connection closed in the middle of the answer",
-                        ));
+                        return Ok(None);
                     }
-                }
+                    Ok(0) => {
+                        self.framing = Framing::Broken;
+                        self.connection = None;
+                        return Err(broken());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.framing = Framing::Broken;
+                        self.connection = None;
+                        return Err(e);
+                    }
+                },
             }
         };
         Ok(self.connection.as_ref().map(|c| &c.buffer.data[data]))
@@ -376,11 +423,13 @@ impl Answer<'_> {
 
 impl Drop for Answer<'_> {
     /// A caller that stops reading once it has what it wants (the answer on an SSE stream)
-    /// leaves the body's end unread; if it has already arrived, the connection is reusable.
+    /// leaves the body's end unread; if it has arrived (buffered, or waiting in the socket: one
+    /// non-blocking read), the connection is reusable.
     fn drop(&mut self) {
         let Some(connection) = self.connection.as_mut() else {
             return;
         };
+        let mut read_once = false;
         loop {
             match step(&mut self.framing, &connection.buffer) {
                 Ok(Step::Data { skip, len }) => connection.buffer.consume(skip + len),
@@ -389,6 +438,16 @@ impl Drop for Answer<'_> {
                     connection.buffer.consume(n);
                     self.give_back_if_done();
                     return;
+                }
+                Ok(Step::More) if !read_once => {
+                    read_once = true;
+                    let mut more = [0u8; 4096];
+                    // The socket is non-blocking: this never waits.
+                    let mut socket: &socket2::Socket = &socket2::SockRef::from(&connection.stream);
+                    match socket.read(&mut more) {
+                        Ok(n) if n > 0 => connection.buffer.data.extend_from_slice(&more[..n]),
+                        _ => return,
+                    }
                 }
                 Ok(Step::More) | Err(_) => return,
             }
@@ -413,6 +472,7 @@ fn step(framing: &mut Framing, buffer: &ReadBuffer) -> io::Result<Step> {
     let unread = buffer.unread();
     match framing {
         Framing::Done => Ok(Step::End(0)),
+        Framing::Broken => Err(broken()),
         Framing::UntilClose if unread.is_empty() => Ok(Step::More),
         Framing::UntilClose => Ok(Step::Data {
             skip: 0,
@@ -448,6 +508,12 @@ fn step(framing: &mut Framing, buffer: &ReadBuffer) -> io::Result<Step> {
                 .min(usize::try_from(*left).unwrap_or(usize::MAX));
             *left -= len as u64;
             Ok(Step::Data { skip: 0, len })
+        }
+        // httparse reads a line without digits as size 0: not a chunk-size line.
+        Framing::Chunked { in_chunk: None }
+            if unread.first().is_some_and(|b| !b.is_ascii_hexdigit()) =>
+        {
+            Err(invalid("a chunk-size line without a size"))
         }
         Framing::Chunked { in_chunk: None } => match httparse::parse_chunk_size(unread) {
             Ok(httparse::Status::Complete((line, 0))) => match trailers_end(&unread[line..])? {
@@ -488,6 +554,13 @@ fn trailers_end(bytes: &[u8]) -> io::Result<Option<usize>> {
             return Ok(Some(at));
         }
     }
+}
+
+fn broken() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the connection closed in the middle of the answer",
+    )
 }
 
 fn invalid(why: impl Into<String>) -> io::Error {

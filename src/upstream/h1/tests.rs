@@ -54,7 +54,13 @@ fn chunked_bodies_decode_whatever_the_split() {
 /// Proves: malformed chunk framing is an error, not a hang or a wrong body.
 #[test]
 fn malformed_chunks_are_errors() {
-    for wire in [&b"zz\r\nhello\r\n0\r\n\r\n"[..], b"5\r\nhelloXX0\r\n\r\n"] {
+    for wire in [
+        &b"zz\r\nhello\r\n0\r\n\r\n"[..],
+        b"5\r\nhelloXX0\r\n\r\n",
+        // A line without digits is no last chunk (httparse alone reads it as size 0).
+        b"\r\nhello\r\n0\r\n\r\n",
+        b";ext\r\n\r\n",
+    ] {
         let error = decode(Framing::Chunked { in_chunk: None }, wire, 64).expect_err("rejected");
         assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{wire:?}");
     }
@@ -99,6 +105,19 @@ fn framing_follows_the_headers() {
         Framing::Done
     );
     assert!(framing_of(ok, &headers(&[("content-length", "x")])).is_err());
+    assert!(framing_of(ok, &headers(&[("content-length", "+5")])).is_err());
+    // The codings of every Transfer-Encoding line count: chunked is the last one here.
+    assert_eq!(
+        framing_of(
+            ok,
+            &headers(&[
+                ("transfer-encoding", "gzip"),
+                ("transfer-encoding", "chunked")
+            ])
+        )
+        .expect("framing"),
+        Framing::Chunked { in_chunk: None }
+    );
     assert!(
         framing_of(
             ok,
@@ -304,8 +323,94 @@ fn only_plain_http_urls_are_served() {
     assert!(Http1Client::for_url(&url("http://user:pw@example.com/mcp")).is_none());
     let v6 = Http1Client::for_url(&url("http://[::1]:8080/mcp")).expect("served");
     assert!(matches!(v6.address, Address::Ip(a) if a.port() == 8080));
-    assert!(String::from_utf8_lossy(&v6.request_head).contains("host: [::1]:8080\r\n"));
+    assert_eq!(v6.host, "[::1]:8080");
     let named = Http1Client::for_url(&url("http://localhost/mcp")).expect("served");
     assert!(matches!(&named.address, Address::Name(n, 80) if n == "localhost"));
-    assert!(String::from_utf8_lossy(&named.request_head).contains("host: localhost\r\n"));
+    assert_eq!(named.host, "localhost");
+}
+
+/// Proves: a configured `Host` header is sent instead of the URL's (as reqwest does), once.
+#[tokio::test]
+async fn a_configured_host_wins() {
+    let server = server(vec![(
+        "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+        false,
+    )])
+    .await;
+    let client = Http1Client::for_url(&server.url).expect("an http URL");
+    let mut headers = json_headers();
+    headers.insert("host", HeaderValue::from_static("tools.internal"));
+    let answer = client.post(&headers, b"{}").await.expect("answer");
+    drop(answer);
+    let requests = server.requests.lock().expect("lock").clone();
+    assert_eq!(requests[0].matches("host: ").count(), 1, "{}", requests[0]);
+    assert!(
+        requests[0].contains("\r\nhost: tools.internal\r\n"),
+        "{}",
+        requests[0]
+    );
+}
+
+/// Proves: a body cut off by the connection's end stays an error for every later read (it
+/// never turns into a clean end), and its connection is not kept.
+#[tokio::test]
+async fn a_cut_off_body_stays_an_error() {
+    let server = server(vec![
+        ("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", true),
+        ("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
+    ])
+    .await;
+    let client = Http1Client::for_url(&server.url).expect("an http URL");
+    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    assert_eq!(
+        answer.chunk().await.expect("first piece"),
+        Some(&b"abc"[..])
+    );
+    assert!(answer.chunk().await.is_err(), "the cut is reported");
+    assert!(answer.chunk().await.is_err(), "and stays reported");
+    drop(answer);
+    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    assert_eq!(body_of(&mut answer).await, "ok");
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+}
+
+/// Proves: an answer dropped before its end was read keeps its connection when the end has
+/// arrived by then, though it was not read yet (a stream whose end comes in a later write).
+#[tokio::test]
+async fn an_end_that_arrived_later_still_keeps_the_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = reqwest::Url::parse(&format!(
+        "http://{}/mcp",
+        listener.local_addr().expect("address")
+    ))
+    .expect("url");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                // Each request fits one read here (a short POST on loopback).
+                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                    let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n";
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                }
+            });
+        }
+    });
+    let client = Http1Client::for_url(&url).expect("an http URL");
+    for _ in 0..2 {
+        let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+        assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        drop(answer);
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the connection was kept"
+    );
 }
