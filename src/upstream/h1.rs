@@ -32,6 +32,9 @@ const MAX_LINE_BYTES: usize = 4 * 1024;
 const READ_SIZE: usize = 16 * 1024;
 /// Headers read per answer (as hyper).
 const MAX_HEADERS: usize = 100;
+/// How long a connection attempt to one of several addresses of a name may take before the
+/// next address is tried.
+const CONNECT_FALLBACK: Duration = Duration::from_secs(2);
 /// A connection idle this long is closed rather than kept (as reqwest's pool).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -206,7 +209,7 @@ impl Http1Client {
     async fn written(&self, request: &[u8]) -> io::Result<Connection> {
         let stream = match &self.address {
             Address::Ip(address) => TcpStream::connect(address).await?,
-            Address::Name(name, port) => TcpStream::connect((name.as_str(), *port)).await?,
+            Address::Name(name, port) => connect_to_any(name, *port).await?,
         };
         stream.set_nodelay(true)?;
         let mut connection = Connection {
@@ -250,6 +253,29 @@ impl Http1Client {
             idle.push_back(connection);
         }
     }
+}
+
+/// Connects to one of the addresses `name` resolves to, in order. Every address but the last
+/// gets [`CONNECT_FALLBACK`] before the next is tried, so an unreachable first address (IPv6
+/// dropped silently, say) costs that long rather than the whole call's timeout.
+async fn connect_to_any(name: &str, port: u16) -> io::Result<TcpStream> {
+    let addresses: Vec<_> = tokio::net::lookup_host((name, port)).await?.collect();
+    let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{name} has no address"));
+    for (i, address) in addresses.iter().enumerate() {
+        let attempt = TcpStream::connect(address);
+        let result = if i + 1 < addresses.len() {
+            tokio::time::timeout(CONNECT_FALLBACK, attempt)
+                .await
+                .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect")))
+        } else {
+            attempt.await
+        };
+        match result {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last_error = e,
+        }
+    }
+    Err(last_error)
 }
 
 /// Reads an answer's head (skipping interim `1xx` answers) and works out its body's framing.

@@ -414,3 +414,26 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
         "the connection was kept"
     );
 }
+
+/// Proves: a host name is resolved and its addresses tried in turn (`localhost` may name `::1`
+/// first, where nothing listens here: refused, then 127.0.0.1 answers).
+#[tokio::test]
+async fn a_host_name_is_resolved_and_its_addresses_tried() {
+    let server = server(vec![(
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        false,
+    )])
+    .await;
+    let port = server.url.port().expect("port");
+    let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).expect("url");
+    let client = Http1Client::for_url(&url).expect("an http URL");
+    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    assert_eq!(body_of(&mut answer).await, "ok");
+    drop(answer);
+    let requests = server.requests.lock().expect("lock").clone();
+    assert!(
+        requests[0].contains(&format!("\r\nhost: localhost:{port}\r\n")),
+        "{}",
+        requests[0]
+    );
+}
