@@ -14,6 +14,7 @@ pub mod http;
 pub mod live;
 pub mod pipeline;
 pub mod server;
+mod sessions;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

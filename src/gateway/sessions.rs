@@ -1,0 +1,129 @@
+//! Who opened each MCP session: the HTTP layer (`super::http`) refuses a session to anyone
+//! but its owner, and tells the direct path (`super::direct`) the version a session was opened
+//! with and whether rmcp has handled one of its requests lately.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Sessions idle longer than this are forgotten (rmcp closes them after 5 minutes).
+const SESSION_IDLE: Duration = Duration::from_secs(600);
+
+/// Which caller opened each MCP session, so nobody else can use it, and when rmcp last handled
+/// one of its requests (the direct path must leave it one now and then, see
+/// [`super::direct`]).
+#[derive(Default)]
+pub struct SessionOwners {
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    owner: String,
+    /// The protocol version its `initialize` asked for: what rmcp's handler sees as the
+    /// session's version, and so what the direct path must answer with.
+    version: Option<String>,
+    seen: Instant,
+    seen_by_rmcp: Instant,
+}
+
+impl SessionOwners {
+    pub(super) fn owner(&self, session: &str) -> Option<String> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get_mut(session).map(|s| {
+            s.seen = Instant::now();
+            s.owner.clone()
+        })
+    }
+    pub(super) fn record(&self, session: &str, caller: &str, version: Option<String>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() > 1024 {
+            sessions.retain(|_, s| s.seen.elapsed() < SESSION_IDLE);
+        }
+        let now = Instant::now();
+        sessions.insert(
+            session.to_string(),
+            Session {
+                owner: caller.to_string(),
+                version,
+                seen: now,
+                seen_by_rmcp: now,
+            },
+        );
+    }
+    pub(super) fn forget(&self, session: &str) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.remove(session);
+    }
+    /// rmcp handles a request of `session` now.
+    pub(super) fn handled_by_rmcp(&self, session: &str) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = sessions.get_mut(session) {
+            s.seen_by_rmcp = Instant::now();
+        }
+    }
+    /// The version `session` was opened with, if it is known and rmcp handled one of its
+    /// requests within `within` (else the direct path leaves its requests to rmcp).
+    pub(super) fn version_if_recently_handled(
+        &self,
+        session: &str,
+        within: Duration,
+    ) -> Option<String> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .get(session)
+            .filter(|s| s.seen_by_rmcp.elapsed() < within)
+            .and_then(|s| s.version.clone())
+    }
+}
+
+/// The `protocolVersion` an `initialize` request in `body` asks for.
+pub(super) fn requested_version(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Initialize {
+        method: String,
+        params: InitializeParams,
+    }
+    #[derive(serde::Deserialize)]
+    struct InitializeParams {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+    }
+    let message: Initialize = serde_json::from_slice(body).ok()?;
+    (message.method == "initialize").then_some(message.params.protocol_version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves: a session is left to the direct path only while rmcp has handled one of its
+    /// requests recently, only for a session the layer knows, and with the version its
+    /// `initialize` asked for.
+    #[test]
+    fn a_session_goes_back_to_rmcp_once_it_has_not_seen_one_for_a_while() {
+        let sessions = SessionOwners::default();
+        let minute = Duration::from_secs(60);
+        let v = Some("2025-06-18".to_string());
+        assert_eq!(sessions.version_if_recently_handled("s", minute), None);
+        sessions.record("s", "alice", v.clone());
+        assert_eq!(sessions.version_if_recently_handled("s", minute), v);
+        std::thread::sleep(Duration::from_millis(20));
+        let short = Duration::from_millis(10);
+        assert_eq!(sessions.version_if_recently_handled("s", short), None);
+        sessions.handled_by_rmcp("s");
+        assert_eq!(sessions.version_if_recently_handled("s", short), v);
+        sessions.forget("s");
+        assert_eq!(sessions.version_if_recently_handled("s", minute), None);
+        // A session whose initialize named no version is never answered directly.
+        sessions.record("t", "alice", None);
+        assert_eq!(sessions.version_if_recently_handled("t", minute), None);
+        assert_eq!(
+            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#),
+            Some("2025-11-25".to_string())
+        );
+        assert_eq!(
+            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#),
+            None
+        );
+    }
+}
