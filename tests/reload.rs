@@ -224,3 +224,52 @@ async fn reloads_under_load_lose_no_call() {
         gw.log()
     );
 }
+
+/// Proves: rate limits survive a reload that leaves `state` alone: a caller who used up a
+/// tool's budget is still refused after an unrelated change is reloaded (a reload must not hand
+/// out a fresh burst), while a rate the new version changes takes effect at once.
+#[tokio::test]
+async fn rate_limits_survive_a_reload() {
+    let limited = |rate: &str| {
+        format!(
+            "upstream: demo\ntools:\n  echo:\n    privilege: read\n    rate: {rate}\n    input: {{type: object, properties: {{message: {{type: string}}}}, required: [message]}}\n"
+        )
+    };
+    let gw = Gateway::start(&config(false), &[("demo.yaml", &limited("1/m"))]);
+    let alice = client(&gw.url, KEY).await;
+    let refused = |r: &rmcp::model::CallToolResult| {
+        r.is_error == Some(true) && text_of(r).contains("rate limit")
+    };
+    let first = common::call_answered(&alice, "echo", json!({"message": "one"})).await;
+    assert!(!refused(&first), "{first:?}");
+    let second = common::call_answered(&alice, "echo", json!({"message": "two"})).await;
+    assert!(refused(&second), "the budget is 1/m: {second:?}");
+
+    write(&gw, "contracts/add.yaml", ADD);
+    gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
+        r["tools"]["add"]["state"] == "enabled"
+    });
+    let after = common::call_answered(&alice, "echo", json!({"message": "three"})).await;
+    assert!(
+        refused(&after),
+        "a reload handed out a fresh budget: {after:?}"
+    );
+
+    // A new rate is a new limit: it applies to the next call.
+    write(&gw, "contracts/demo.yaml", &limited("100/s"));
+    retry_until(
+        &gw,
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        "the new rate in force",
+        async || {
+            let r = common::call_answered(&alice, "echo", json!({"message": "four"})).await;
+            if refused(&r) {
+                Err(format!("{r:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+}

@@ -40,7 +40,7 @@ pub struct Gateway {
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
     pub authenticator: Authenticator,
     /// Rate limits (SPEC §4.7), in memory or shared through Redis.
-    pub limits: Limits,
+    pub limits: Arc<Limits>,
     /// Where every `tools/call` leaves its receipt (SPEC §4.11).
     pub receipts: Arc<ReceiptLog>,
     receipt_settings: Settings,
@@ -66,7 +66,8 @@ impl Gateway {
 
     /// A version built from `config` and `contracts`. What the new configuration leaves
     /// unchanged is carried over from `previous`: upstream connections (same transport and
-    /// timeout), the receipt log (same settings), and the dedupe records (same `state`).
+    /// timeout), the receipt log (same settings), the rate-limit state and the dedupe records
+    /// (same `state`).
     pub fn build(
         config: Config,
         contracts: ContractSet,
@@ -93,11 +94,16 @@ impl Gateway {
             })
             .collect();
         let authenticator = Authenticator::from_config(&config);
-        let limits = Limits::from_config(&config);
-        // The records survive a reload unless `state` now points elsewhere.
+        // Rate-limit state and dedupe records survive a reload unless `state` now points
+        // elsewhere.
+        let state = config.state_backend().unwrap_or(StateBackend::Memory);
+        let limits = previous
+            .map(|p| p.limits.clone())
+            .filter(|l| l.serves(&state))
+            .unwrap_or_else(|| Arc::new(Limits::from_config(&config)));
         let dedupe = previous
             .map(|p| p.dedupe.clone())
-            .filter(|d| d.serves(&config.state_backend().unwrap_or(StateBackend::Memory)))
+            .filter(|d| d.serves(&state))
             .unwrap_or_else(|| Arc::new(DedupeCache::from_config(&config)));
         let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
         let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());

@@ -128,6 +128,8 @@ fn emission_interval(rate: Rate) -> Duration {
 /// The gateway's rate limiter.
 pub struct Limits {
     backend: Backend,
+    /// Where its state lives, so a reload can keep it ([`Limits::serves`]).
+    state: StateBackend,
 }
 
 enum Backend {
@@ -137,18 +139,28 @@ enum Backend {
 
 impl Limits {
     pub fn from_config(config: &Config) -> Limits {
-        let backend = match config.state_backend() {
-            Ok(StateBackend::Redis(url)) => Backend::Redis(Box::new(RedisLimits::new(&url))),
-            _ => Backend::Memory(MemoryLimits::default()),
-        };
-        Limits { backend }
+        match config.state_backend() {
+            Ok(StateBackend::Redis(url)) => Limits {
+                backend: Backend::Redis(Box::new(RedisLimits::new(&url))),
+                state: StateBackend::Redis(url),
+            },
+            _ => Limits::memory(),
+        }
     }
 
     /// In-memory limits (for tests and benchmarks).
     pub fn memory() -> Limits {
         Limits {
             backend: Backend::Memory(MemoryLimits::default()),
+            state: StateBackend::Memory,
         }
+    }
+
+    /// Whether these limits keep their state where `state` says: then a reload keeps them, and
+    /// no caller gets a fresh burst from it. (Memory limiters are per distinct rate, so a rate
+    /// the new version changes is a new limiter all the same.)
+    pub fn serves(&self, state: &StateBackend) -> bool {
+        self.state == *state
     }
 
     /// Admits one call of `tool` by `caller`, or says why not. Nothing is recorded for a call
@@ -464,6 +476,7 @@ mod tests {
                 "redis",
                 Limits {
                     backend: Backend::Redis(Box::new(RedisLimits::new(&url))),
+                    state: StateBackend::Redis(url.clone()),
                 },
             ));
         }
