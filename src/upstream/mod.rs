@@ -8,6 +8,8 @@
 mod connect;
 mod forward;
 mod h1;
+#[cfg(test)]
+mod raw_server;
 mod sse;
 mod tap;
 

@@ -100,55 +100,26 @@ fn upstream_requests_get_rmcps_default_answers() {
 /// answer read from the resumed stream is the call's; the upstream sees the POST once.
 #[tokio::test]
 async fn an_answer_stream_that_ends_early_is_resumed() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let requests = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let seen = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                // One request per connection: its head, then its Content-Length body.
-                let mut data = Vec::new();
-                let mut buf = [0u8; 4096];
-                let request = loop {
-                    if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&data[..end]).to_lowercase();
-                        let length: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length: "))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        if data.len() >= end + 4 + length {
-                            break String::from_utf8_lossy(&data).to_lowercase();
-                        }
-                    }
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => data.extend_from_slice(&buf[..n]),
-                    }
-                };
-                seen.lock().expect("lock").push(request.clone());
-                let events = if request.starts_with("post ") {
-                    // A priming event with an id, then the stream ends: no answer.
-                    "id: 7\nretry: 10\ndata: \n\n".to_string()
-                } else {
-                    "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"narrowgate-1\",\"result\":\
-                     {\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n"
-                        .to_string()
-                };
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                     transfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n0\r\n\r\n",
-                    events.len()
-                );
-                let _ = socket.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
+    let sse = |events: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+             transfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n0\r\n\r\n",
+            events.len()
+        )
+    };
+    let server = crate::upstream::raw_server::server(vec![
+        // The POST: a priming event with an id, then the stream ends without the answer.
+        (sse("id: 7\nretry: 10\ndata: \n\n"), false),
+        // The GET that resumes it: the answer.
+        (
+            sse(
+                "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"narrowgate-1\",\"result\":\
+                 {\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n",
+            ),
+            false,
+        ),
+    ])
+    .await;
 
     let (tx, _rx) = mpsc::unbounded_channel();
     let client = TappedClient {
@@ -165,8 +136,7 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         headers,
         has_session_id: true,
     }));
-    let url = reqwest::Url::parse(&url).expect("url");
-    let forwarder = Forwarder::new("demo", url, &client, tx);
+    let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx);
     let params = CallToolRequestParams::new("echo");
     match forwarder.call(&params).await {
         Forwarded::Answered(Ok(result)) => {
@@ -176,10 +146,10 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         Forwarded::Answered(Err(e)) => panic!("the call failed: {e}"),
         Forwarded::Declined => panic!("the call was declined"),
     }
-    let requests = requests.lock().expect("lock").clone();
+    let requests = server.requests.lock().expect("lock").clone();
     assert_eq!(requests.len(), 2, "{requests:?}");
-    assert!(requests[0].starts_with("post /mcp "), "{}", requests[0]);
-    assert!(requests[1].starts_with("get /mcp "), "{}", requests[1]);
+    assert!(requests[0].starts_with("POST /mcp?x=1 "), "{}", requests[0]);
+    assert!(requests[1].starts_with("GET /mcp?x=1 "), "{}", requests[1]);
     assert!(
         requests[1].contains("\r\nlast-event-id: 7\r\n"),
         "{}",

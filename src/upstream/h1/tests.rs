@@ -5,6 +5,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
+use crate::upstream::raw_server::server;
 
 /// Decodes `wire` (a whole body under `framing`) fed to the decoder `split` bytes at a time.
 fn decode(mut framing: Framing, wire: &[u8], split: usize) -> io::Result<(Vec<u8>, usize)> {
@@ -125,71 +126,6 @@ fn framing_follows_the_headers() {
         )
         .is_err()
     );
-}
-
-/// A raw HTTP/1.1 server on loopback: answers the n-th request with `answers[n]` (closing the
-/// connection after it when the answer's flag says so) and records each request.
-struct Server {
-    url: reqwest::Url,
-    requests: Arc<std::sync::Mutex<Vec<String>>>,
-    accepted: Arc<AtomicUsize>,
-}
-
-async fn server(answers: Vec<(&'static str, bool)>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/mcp?x=1", listener.local_addr().expect("address"));
-    let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let answers = Arc::new(answers);
-    let next = Arc::new(AtomicUsize::new(0));
-    let (seen, count) = (requests.clone(), accepted.clone());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let (answers, next, seen) = (answers.clone(), next.clone(), seen.clone());
-            tokio::spawn(async move {
-                let mut data = Vec::new();
-                loop {
-                    // One request: its head, then Content-Length bytes of body.
-                    let request = loop {
-                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&data[..end]).to_string();
-                            let length: usize = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length: "))
-                                .and_then(|v| v.parse().ok())
-                                .unwrap_or(0);
-                            if data.len() >= end + 4 + length {
-                                let whole =
-                                    String::from_utf8_lossy(&data[..end + 4 + length]).to_string();
-                                data.drain(..end + 4 + length);
-                                break whole;
-                            }
-                        }
-                        let mut buf = [0u8; 4096];
-                        match socket.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                    };
-                    seen.lock().expect("lock").push(request);
-                    let n = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((answer, close)) = answers.get(n) else {
-                        return;
-                    };
-                    let _ = socket.write_all(answer.as_bytes()).await;
-                    if *close {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    Server {
-        url: reqwest::Url::parse(&url).expect("url"),
-        requests,
-        accepted,
-    }
 }
 
 async fn body_of(answer: &mut Answer<'_>) -> String {
