@@ -14,7 +14,7 @@
 //! ([`Http1Client::for_url`] says which).
 
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -128,10 +128,11 @@ impl Http1Client {
         let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
             .iter()
             .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
-        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
-            return None;
-        }
-        if proxied {
+        if proxied
+            || url.scheme() != "http"
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
             return None;
         }
         let port = url.port_or_known_default()?;
@@ -200,7 +201,8 @@ impl Http1Client {
             request.extend_from_slice(value.as_bytes());
             request.extend_from_slice(b"\r\n");
         }
-        request.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = write!(request, "content-length: {}\r\n\r\n", body.len());
         request.extend_from_slice(body);
         request
     }
