@@ -60,6 +60,34 @@ async fn concurrent_records_are_all_committed_and_readable() {
     assert_eq!(kept, None, "arguments of an unknown tool are never kept");
 }
 
+/// Proves: calls ready at the same time share one commit (group commit): each lets the others on
+/// its worker queue their receipts before it commits. Without the yield, 50 calls made 50 commits.
+#[tokio::test(flavor = "current_thread")]
+async fn receipts_ready_together_share_one_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings(dir.path().join("r.db"));
+    let log = std::sync::Arc::new(ReceiptLog::open(&settings).expect("open"));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let log = log.clone();
+        tasks.spawn(async move { log.record(&call("nope", &json!({ "i": i }))).await });
+    }
+    for recorded in tasks.join_all().await {
+        assert!(recorded.is_some(), "every receipt commits");
+    }
+    let commits = log.shared.commits.load(Ordering::Relaxed);
+    // The writer thread may take a share of the queue while the first caller commits: 2 at most.
+    assert!(
+        commits <= 2,
+        "50 receipts ready together took {commits} commits"
+    );
+    let connection = open_for_reading(&settings.path).expect("read");
+    let count: i64 = connection
+        .query_row("SELECT count(*) FROM receipts", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(count, 50);
+}
+
 /// Proves: with many callers on several threads racing to commit (inline, and through the
 /// writer thread with `fsync`), no receipt is lost or left waiting: callers that find the
 /// writer busy are carried by the commit in progress or the next one.
