@@ -544,6 +544,13 @@ async fn http_guards_refuse_bad_requests_and_keep_serving() {
     assert_eq!(malformed.status, 400, "{malformed:?}");
     assert_eq!(malformed.message()["error"]["code"], -32700);
 
+    // A chunked body that breaks off in a bad chunk is the client's fault, not a size problem: 400.
+    let broken = broken_chunked_post(&gw.url, &auth).await;
+    assert!(
+        broken.starts_with("HTTP/1.1 400") && broken.contains("could not be read"),
+        "{broken}"
+    );
+
     let session = raw.open_session(Some(KEY), "2025-11-25").await;
     let bad_version = raw
         .request(Some(KEY), &session, "1999-01-01", "tools/list", json!({}))
@@ -685,4 +692,30 @@ async fn an_http_upstream_that_goes_away_is_reported_down_and_reconnected() {
         .await
         .expect("answered");
     assert!(text_of(&r).contains("again"), "{r:?}");
+}
+
+/// POSTs a chunked body whose second chunk has no valid size line, and returns what the gateway
+/// wrote back before closing the connection.
+async fn broken_chunked_post(url: &str, auth: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("authority");
+    let mut stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: {auth}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Transfer-Encoding: chunked\r\n\r\n5\r\n{{\"jso\r\nzz\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the gateway answers and closes")
+        .expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
 }
