@@ -57,6 +57,8 @@ impl Gateway {
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
+        // Counted until answered: a receipt waits for other calls' to commit with them.
+        let _under_way = self.receipts.call_started();
         let tool = request.name.to_string();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());

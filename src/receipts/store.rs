@@ -1,8 +1,8 @@
 //! The receipts database and its writer.
 //!
 //! Durability before the answer, at the cost of one SQLite commit per batch of calls. A call
-//! queues its receipt, yields once so that the other calls ready on its worker thread queue theirs
-//! too, and then commits the queue itself, unless another call is committing already, in which
+//! queues its receipt, yields once (when other calls are under way) so that the calls ready on its
+//! worker thread queue theirs too, and then commits the queue itself, unless another call is committing already, in which
 //! case that call's commit (or the next one) carries this receipt too: under load one commit
 //! covers many calls (group commit), and a lone call commits at once, with no hand-over to another
 //! thread and back. In WAL mode a committed transaction is in the database's
@@ -13,7 +13,7 @@
 //! instead, never on the async runtime. The writer thread also applies the retention.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -123,6 +123,18 @@ pub struct ReceiptLog {
     fsync: bool,
     /// Joined on drop, so receipts queued last are committed before the process exits.
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Calls under way ([`ReceiptLog::call_started`]): a receipt waits for company only when
+    /// there may be some.
+    calls_under_way: AtomicUsize,
+}
+
+/// A call under way, from [`ReceiptLog::call_started`] until dropped.
+pub struct CallUnderWay<'a>(&'a AtomicUsize);
+
+impl Drop for CallUnderWay<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What the callers and the writer thread share.
@@ -179,12 +191,21 @@ impl ReceiptLog {
             store_arguments: settings.store_arguments,
             fsync: settings.fsync,
             thread: Some(thread),
+            calls_under_way: AtomicUsize::new(0),
         })
     }
 
     /// Where the receipts go.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Counts a call as under way until the guard is dropped. Calls hold it from their start to
+    /// their answer, so that [`record`](Self::record) knows whether other receipts may be about
+    /// to join its commit.
+    pub fn call_started(&self) -> CallUnderWay<'_> {
+        self.calls_under_way.fetch_add(1, Ordering::Relaxed);
+        CallUnderWay(&self.calls_under_way)
     }
 
     /// Writes the receipt of `call` and returns once it is committed to disk, with its id.
@@ -200,10 +221,13 @@ impl ReceiptLog {
         if self.fsync {
             self.shared.wake.notify_one();
         } else {
-            // The calls ready on this worker queue their receipts before anyone commits: at 16
-            // clients this took commits from ~1.1 receipts each to ~3 and the gateway's CPU per
-            // call down 10-15% (BENCHMARKS.md); a lone call only passes through the scheduler.
-            tokio::task::yield_now().await;
+            // With other calls under way, those ready on this worker queue their receipts before
+            // anyone commits: at 16 clients commits went from ~1.1 receipts each to ~3 and the
+            // gateway's CPU per call down 10-15% (BENCHMARKS.md). A lone call commits at once:
+            // the trip through the scheduler cost it ~10% more CPU.
+            if self.calls_under_way.load(Ordering::Relaxed) > 1 {
+                tokio::task::yield_now().await;
+            }
             // A short blocking section (one WAL append, no flush): cheaper than a trip to
             // another thread and back, and it is what the answer waits for anyway.
             self.shared.commit_queued();
