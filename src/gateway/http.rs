@@ -443,14 +443,17 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
         } else {
             (request, None)
         };
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     match (&presented, session_id(response.headers())) {
         (None, Some(created)) => {
             let version = opening.as_deref().and_then(requested_version);
             l.sessions.record(&created, &caller.name, version);
         }
         (Some(session), _) if is_delete && response.status().is_success() => {
-            l.sessions.forget(session)
+            l.sessions.forget(session);
+            // rmcp answers 202; the SDKs' own servers answer 200, and the Python SDK's client
+            // logs "Session termination failed: 202" for anything else.
+            *response.status_mut() = StatusCode::OK;
         }
         _ => {}
     }
