@@ -317,6 +317,28 @@ async fn the_receipts_command_filters_while_the_gateway_runs() {
     assert_eq!(code, 2, "{stderr}");
 }
 
+/// Proves: where the configuration cannot be loaded (here a caller's key variable is unset, as in
+/// a second container without the gateway's environment), `narrowgate receipts` says so and
+/// points at `--db`, which reads the same database without it.
+#[test]
+fn the_receipts_command_points_at_db_when_the_config_cannot_load() {
+    let config_dir = tempfile::tempdir().expect("tempdir");
+    let db = config_dir.path().join("receipts.db");
+    let config = config_dir.path().join("narrowgate.yaml");
+    let yaml = format!(
+        "callers:\n  - name: ops\n    api_key_env: NARROWGATE_TEST_UNSET_KEY\n    tools: []\n\
+         receipts:\n  path: {}\n",
+        db.display()
+    );
+    std::fs::write(&config, yaml).expect("write config");
+    let (code, _, stderr) = receipts_command(&config, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("NARROWGATE_TEST_UNSET_KEY") && stderr.contains("--db FILE"),
+        "{stderr}"
+    );
+}
+
 /// Proves: a gateway killed with SIGKILL in the middle of a load of concurrent calls has a receipt
 /// for every call whose answer a client received (receipts are on disk before answers are sent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

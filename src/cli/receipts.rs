@@ -58,7 +58,10 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
         None => match Config::load(&args.config.config) {
             Ok(config) => Settings::of(&config).path,
             Err(e) => {
-                eprintln!("narrowgate: {e}");
+                eprintln!(
+                    "narrowgate: {e}\nnarrowgate: to read the receipts without the gateway's \
+                     configuration and environment, name the database: --db FILE"
+                );
                 return ExitCode::from(2);
             }
         },
