@@ -57,7 +57,8 @@ impl Gateway {
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
-        // Counted until answered: a receipt waits for other calls' to commit with them.
+        // Counted until answered, so that a receipt waits to share its commit only when other
+        // calls are under way.
         let _under_way = self.receipts.call_started();
         let tool = request.name.to_string();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.

@@ -2,11 +2,12 @@
 //!
 //! Durability before the answer, at the cost of one SQLite commit per batch of calls. A call
 //! queues its receipt, yields once (when other calls are under way) so that the calls ready on its
-//! worker thread queue theirs too, and then commits the queue itself, unless another call is committing already, in which
-//! case that call's commit (or the next one) carries this receipt too: under load one commit
-//! covers many calls (group commit), and a lone call commits at once, with no hand-over to another
-//! thread and back. In WAL mode a committed transaction is in the database's
-//! files before anyone is answered, so it survives any crash of the gateway (SIGKILL included).
+//! worker thread queue theirs too, and then commits the queue itself, unless another call is
+//! committing already, in which case that call's commit (or the next one) carries this receipt
+//! too: under load one commit covers many calls (group commit), and a lone call commits at once,
+//! with no hand-over to another thread and back. In WAL mode a committed transaction is in the
+//! database's files before anyone is answered, so it survives any crash of the gateway (SIGKILL
+//! included).
 //!
 //! With `receipts.fsync: true` (`synchronous=FULL`) every commit is also flushed to stable
 //! storage, surviving power loss; such commits take milliseconds, so they run on the writer thread
