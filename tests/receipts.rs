@@ -319,7 +319,7 @@ async fn the_receipts_command_filters_while_the_gateway_runs() {
 
 /// Proves: where the configuration cannot be loaded (here a caller's key variable is unset, as in
 /// a second container without the gateway's environment), `narrowgate receipts` says so and
-/// points at `--db`, which reads the same database without it.
+/// points at `--db`, which reads a database without loading the configuration at all.
 #[test]
 fn the_receipts_command_points_at_db_when_the_config_cannot_load() {
     let config_dir = tempfile::tempdir().expect("tempdir");
@@ -335,6 +335,13 @@ fn the_receipts_command_points_at_db_when_the_config_cannot_load() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("NARROWGATE_TEST_UNSET_KEY") && stderr.contains("--db FILE"),
+        "{stderr}"
+    );
+    // With --db the configuration is not read: the error is the database's own (none yet).
+    let (code, _, stderr) = receipts_command(&config, &["--db", &db.display().to_string()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("no receipts database") && !stderr.contains("NARROWGATE_TEST_UNSET_KEY"),
         "{stderr}"
     );
 }

@@ -15,6 +15,15 @@ fn settings(path: std::path::PathBuf) -> Settings {
     }
 }
 
+/// Opens the log and gives its writer thread time to reach its first sleep: just started, it
+/// commits whatever it finds queued, and the tests that count callers' commits (or expect a
+/// caller to find the writer free) must not race it.
+async fn open_settled(settings: &Settings) -> ReceiptLog {
+    let log = ReceiptLog::open(settings).expect("open");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    log
+}
+
 fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
     Call {
         caller: "alice",
@@ -67,10 +76,7 @@ async fn concurrent_records_are_all_committed_and_readable() {
 async fn receipts_ready_together_share_one_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let settings = settings(dir.path().join("r.db"));
-    let log = ReceiptLog::open(&settings).expect("open");
-    // The writer thread, just started, commits whatever it finds queued before it first sleeps:
-    // give it time to get there, so the commits counted below are the callers'.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = open_settled(&settings).await;
     let arguments: Vec<_> = (0..50).map(|i| json!({ "i": i })).collect();
     let calls: Vec<_> = arguments.iter().map(|a| call("nope", a)).collect();
     let _under_way: Vec<_> = calls.iter().map(|_| log.call_started()).collect();
@@ -116,7 +122,7 @@ async fn receipts_ready_together_share_one_commit() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_lone_call_commits_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = ReceiptLog::open(&settings(dir.path().join("r.db"))).expect("open");
+    let log = open_settled(&settings(dir.path().join("r.db"))).await;
     let _under_way = log.call_started();
     let args = json!({});
     let call = call("nope", &args);
