@@ -12,7 +12,11 @@ mod direct;
 pub mod health;
 pub mod http;
 pub mod live;
+pub mod message;
+mod origin;
 pub mod pipeline;
+mod rejection;
+pub mod request;
 pub mod server;
 mod sessions;
 
