@@ -4,6 +4,7 @@
 //! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was
 //! silently ignored would weaken the policy without anyone noticing.
 
+pub mod jwks;
 pub mod units;
 pub mod yaml;
 
@@ -415,7 +416,7 @@ impl Config {
                 );
             }
             if let Some(path) = &oauth.jwks_file
-                && let Err(e) = crate::policy::oauth::read_jwks_file(path)
+                && let Err(e) = jwks::read_file(path)
             {
                 return err("oauth.jwks_file", e);
             }
@@ -423,6 +424,13 @@ impl Config {
         self.state_backend()
             .map_err(|message| LoadError::invalid(file, "state", message))?;
         Ok(())
+    }
+
+    /// A configuration from YAML text, as written (paths unresolved, nothing checked): for the
+    /// tests of the modules that read a configuration.
+    #[cfg(test)]
+    pub fn from_yaml(text: &str) -> Result<Config, LoadError> {
+        yaml::parse(Path::new("test.yaml"), text)
     }
 
     /// The parsed `state` setting.

@@ -7,7 +7,6 @@
 
 pub mod catalog;
 pub mod dedupe;
-mod dedupe_redis;
 mod direct;
 pub mod health;
 pub mod http;
