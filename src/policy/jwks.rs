@@ -1,6 +1,6 @@
 //! The issuer's signing keys for [`super::oauth`]: a JSON Web Key Set read from `jwks_file`, or
-//! fetched from `jwks_url` and cached. Only asymmetric signature keys of the accepted algorithms are
-//! kept; an HMAC (`oct`) key in a public key set would let anyone holding the set sign tokens.
+//! fetched from `jwks_url` and cached. Which keys of a set are kept is the set's format, in
+//! `config::jwks` (the configuration checks a `jwks_file` with it at load).
 //!
 //! Fetching is careful with the issuer: one fetch at a time, a short pause after a failure, and a
 //! token naming an unknown `kid` (rotation) refetches at most once per [`JWKS_REFETCH_FLOOR`].
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::Algorithm;
 
-pub(super) use crate::config::jwks::{self, SigningKey as Key};
+use crate::config::jwks::{self, SigningKey as Key};
 
 /// Keys fetched from `jwks_url` are used this long before they are fetched again.
 pub(super) const JWKS_TTL: Duration = Duration::from_secs(600);
