@@ -156,7 +156,7 @@ pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
         }
         LoadError::Syntax { .. } => "fix the YAML syntax at the position shown".into(),
         LoadError::Invalid { .. } => {
-            "fix that key in that file (see SPEC §2 and §3 for the allowed keys and values)".into()
+            "fix that key in that file: docs/configuration.md and docs/contracts.md list the allowed keys and values, and `narrowgate schema config|contract` prints them as a JSON Schema".into()
         }
     }
 }
