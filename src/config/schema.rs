@@ -97,7 +97,7 @@ impl serde::Serialize for ByteSize {
         let bytes = self.0;
         let unit = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
             .into_iter()
-            .find(|(size, _)| bytes >= *size && bytes % size == 0);
+            .find(|(size, _)| bytes >= *size && bytes.is_multiple_of(*size));
         match unit {
             Some((size, name)) => serializer.collect_str(&format_args!("{}{name}", bytes / size)),
             None => serializer.serialize_u64(bytes),
