@@ -255,7 +255,9 @@ fn the_schemas_refuse_misspelt_keys_and_bad_values_like_the_loader() {
 }
 
 /// Proves: `narrowgate completions bash` prints a bash completion function that knows every
-/// subcommand, and a shell clap_complete does not support exits 2 naming the supported ones.
+/// subcommand and, loaded into bash, completes `narrowgate sch` to `schema` and its argument to
+/// `config`/`contract`; the other shells get a script too, and a shell clap_complete does not
+/// support exits 2 naming the supported ones.
 #[test]
 fn completions_name_the_subcommands_and_refuse_unknown_shells() {
     let out = narrowgate(&["completions", "bash"]);
@@ -281,6 +283,12 @@ fn completions_name_the_subcommands_and_refuse_unknown_shells() {
             "the bash script does not know `{sub}`"
         );
     }
+    assert_eq!(complete_in_bash(&script, &["sch"]), "schema");
+    let choices = complete_in_bash(&script, &["schema", ""]);
+    assert!(
+        choices.contains("config") && choices.contains("contract"),
+        "{choices}"
+    );
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         let out = narrowgate(&["completions", shell]);
         assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
@@ -295,4 +303,36 @@ fn completions_name_the_subcommands_and_refuse_unknown_shells() {
             && stderr.contains("bash, elvish, fish, powershell, zsh"),
         "{stderr}"
     );
+}
+
+/// What bash offers, with `script` loaded, for `narrowgate WORDS...` (the last word is the one being
+/// completed), as the words of `COMPREPLY` joined by spaces.
+fn complete_in_bash(script: &str, words: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("narrowgate.bash");
+    std::fs::write(&file, script).expect("write the completion script");
+    let previous = if words.len() > 1 {
+        words[words.len() - 2]
+    } else {
+        "narrowgate"
+    };
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"source "$1"; shift; COMP_WORDS=(narrowgate "$@"); COMP_CWORD=$#
+            COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+            _narrowgate narrowgate "${COMP_WORDS[$COMP_CWORD]}" "$PREVIOUS"; echo "${COMPREPLY[*]}""#,
+        )
+        .arg("bash")
+        .arg(&file)
+        .args(words)
+        .env("PREVIOUS", previous)
+        .output()
+        .expect("bash runs (the completion test needs bash on PATH)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

@@ -109,7 +109,7 @@ enum Command {
     /// Print a shell completion script for narrowgate.
     #[command(after_help = schema::COMPLETIONS_HELP)]
     Completions {
-        /// The shell: bash, zsh, fish, elvish or powershell.
+        /// The shell to print the script for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
