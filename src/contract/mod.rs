@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use crate::config::schema::or_env_reference;
 use crate::config::{ConfigDuration, LoadError, Rate, valid_upstream_name, yaml};
 
-/// One contract file: the tools of one upstream. Public only for `narrowgate schema contract`;
-/// the field docs are the descriptions editors show.
+/// One contract file: the tools of one upstream. Public for `narrowgate schema contract` and the
+/// test that reads the example files; the field docs are the descriptions editors show.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
