@@ -46,7 +46,7 @@ static SESSION_VERSIONS: [ProtocolVersion; 2] =
 
 /// Which kind of request a qualifying one is, and so its protocol version.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Lifecycle {
+pub(super) enum Lifecycle {
     Stateless,
     Session(&'static ProtocolVersion),
 }
@@ -93,7 +93,7 @@ pub async fn answer(
 
 /// The kind of request the headers describe, if they qualify (the body is checked by
 /// [`DirectCall::take`]).
-fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle> {
+pub(super) fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle> {
     let only = |name: &str| {
         let mut values = headers.get_all(name).iter();
         let first = values.next()?;

@@ -19,6 +19,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
@@ -157,7 +158,18 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
     if request.method() != Method::POST {
         return Ok(next.run(request).await);
     }
-    let limit = admitted(&request)?.gateway.config.max_request_bytes.0;
+    let gateway = &admitted(&request)?.gateway;
+    let limit = gateway.config.max_request_bytes.0;
+    // Read of a `tools/call`'s parameters what the layers after will use, no more.
+    let calls = if gateway.config.direct_calls
+        && direct::lifecycle_of(request.method(), request.headers()).is_some()
+    {
+        message::CallParams::Whole
+    } else if gateway.any_scopes {
+        message::CallParams::Name
+    } else {
+        message::CallParams::Skip
+    };
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -178,7 +190,7 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
             true => Rejection::TooLarge { limit },
             false => Rejection::BodyUnreadable(e),
         })?;
-    let parsed = message::Body::parse(&bytes).map_err(Rejection::NotJson)?;
+    let parsed = message::Body::parse(&bytes, calls).map_err(Rejection::NotJson)?;
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
     admitted_mut(&mut request)?.body = Some(parsed);
     Ok(next.run(request).await)
@@ -223,7 +235,7 @@ async fn check_host_and_origin(request: Request, next: Next) -> Result<Response,
 /// tool this caller may use but lacks the `scopes` for, so the client can step up its token.
 async fn authenticate(request: Request, next: Next) -> Result<Response, Rejection> {
     // Worked on in parts: a request's body cannot be shared across the awaits below.
-    let (mut parts, body) = request.into_parts();
+    let (mut parts, body_bytes) = request.into_parts();
     let admitted = parts
         .extensions
         .get::<Admitted>()
@@ -240,19 +252,25 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
     };
     if gateway.any_scopes
         && let Some(body) = &admitted.body
-        && let Some((refusal, call)) = step_up(gateway, host, &caller, body)
+        && let Some((refusal, index, call)) = step_up(gateway, host, &caller, body)
     {
         // Every tools/call leaves a receipt, this refusal included.
+        let arguments = match call {
+            ToolsCall::Params(p) => Value::Object(p.arguments.clone().unwrap_or_default()),
+            // Not read with the name: read from the body again (refusals are rare).
+            _ => {
+                let bytes = axum::body::to_bytes(body_bytes, usize::MAX).await;
+                message::arguments_at(&bytes.unwrap_or_default(), index)
+            }
+        };
         let tool = call.name().unwrap_or_default();
-        gateway
-            .record_denied(&caller, tool, &call.arguments())
-            .await;
+        gateway.record_denied(&caller, tool, &arguments).await;
         return Err(refusal);
     }
     if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
         admitted.caller = Some(caller);
     }
-    Ok(next.run(Request::from_parts(parts, body)).await)
+    Ok(next.run(Request::from_parts(parts, body_bytes)).await)
 }
 
 fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejection {
@@ -276,42 +294,47 @@ fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejecti
 }
 
 /// The 403 for the first `tools/call` in `body` whose tool the caller may use (by the same
-/// [`Caller::may_use`] as everywhere) but lacks scopes for, with that call (for the receipt of
-/// the refusal). Tools the caller may not use are left to the MCP layer, which answers them
-/// exactly like unknown tools.
+/// [`Caller::may_use`] as everywhere) but lacks scopes for, with that call and its index in the
+/// body (for the receipt of the refusal). Tools the caller may not use are left to the MCP layer,
+/// which answers them exactly like unknown tools.
 fn step_up<'b>(
     gateway: &Gateway,
     host: Option<&str>,
     caller: &Caller,
     body: &'b message::Body,
-) -> Option<(Rejection, &'b ToolsCall)> {
+) -> Option<(Rejection, usize, &'b ToolsCall)> {
     let catalog = gateway.catalog();
-    body.messages().iter().find_map(|message| {
-        let JsonRpcMethod::ToolsCall(call) = &message.method else {
-            return None;
-        };
-        let name = call.name()?;
-        let tool = catalog.exposed(name).filter(|_| caller.may_use(name))?;
-        let required = &tool.contract.scopes;
-        let missing = caller.missing_scopes(required);
-        if missing.is_empty() {
-            return None;
-        }
-        tracing::info!(caller = %caller.name, tool = %name, missing = %missing.join(" "), "request refused: 403 insufficient_scope");
-        let description = format!(
-            "the tool {name} requires the scope(s) {}",
-            required.join(" ")
-        );
-        let challenge =
-            resource::insufficient_scope(gateway.resource.as_deref(), host, required, &description);
-        Some((
-            Rejection::InsufficientScope {
+    body.messages()
+        .iter()
+        .enumerate()
+        .find_map(|(index, message)| {
+            let JsonRpcMethod::ToolsCall(call) = &message.method else {
+                return None;
+            };
+            let name = call.name()?;
+            let tool = catalog.exposed(name).filter(|_| caller.may_use(name))?;
+            let required = &tool.contract.scopes;
+            let missing = caller.missing_scopes(required);
+            if missing.is_empty() {
+                return None;
+            }
+            tracing::info!(caller = %caller.name, tool = %name, missing = %missing.join(" "), "request refused: 403 insufficient_scope");
+            let description = format!(
+                "the tool {name} requires the scope(s) {}",
+                required.join(" ")
+            );
+            let challenge = resource::insufficient_scope(
+                gateway.resource.as_deref(),
+                host,
+                required,
+                &description,
+            );
+            let refusal = Rejection::InsufficientScope {
                 description,
                 challenge,
-            },
-            call,
-        ))
-    })
+            };
+            Some((refusal, index, call))
+        })
 }
 
 /// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown
