@@ -235,7 +235,7 @@ async fn check_host_and_origin(request: Request, next: Next) -> Result<Response,
 /// tool this caller may use but lacks the `scopes` for, so the client can step up its token.
 async fn authenticate(request: Request, next: Next) -> Result<Response, Rejection> {
     // Worked on in parts: a request's body cannot be shared across the awaits below.
-    let (mut parts, body_bytes) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let admitted = parts
         .extensions
         .get::<Admitted>()
@@ -251,15 +251,15 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
         Err(e) => return Err(unauthorized(gateway, host, &e)),
     };
     if gateway.any_scopes
-        && let Some(body) = &admitted.body
-        && let Some((refusal, index, call)) = step_up(gateway, host, &caller, body)
+        && let Some(parsed) = &admitted.body
+        && let Some((refusal, index, call)) = step_up(gateway, host, &caller, parsed)
     {
         // Every tools/call leaves a receipt, this refusal included.
         let arguments = match call {
             ToolsCall::Params(p) => Value::Object(p.arguments.clone().unwrap_or_default()),
             // Not read with the name: read from the body again (refusals are rare).
             _ => {
-                let bytes = axum::body::to_bytes(body_bytes, usize::MAX).await;
+                let bytes = axum::body::to_bytes(body, usize::MAX).await;
                 message::arguments_at(&bytes.unwrap_or_default(), index)
             }
         };
@@ -270,7 +270,7 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
     if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
         admitted.caller = Some(caller);
     }
-    Ok(next.run(Request::from_parts(parts, body_bytes)).await)
+    Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
 fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejection {
