@@ -145,6 +145,9 @@ pub struct Violation {
     pub path: String,
     /// The schema keyword that failed (`enum`, `required`, `additionalProperties`, ...).
     pub rule: String,
+    /// JSON Pointer to the failing keyword in the schema (`/properties/location/enum`): a
+    /// location in the schema's text, never in the data.
+    pub schema_path: String,
     /// A masked, human-readable explanation.
     pub detail: String,
 }
@@ -178,7 +181,12 @@ fn describe(error: &ValidationError<'_>) -> Violation {
     // `masked` replaces the instance with "value"; some messages still quote property names, which
     // are part of the schema, not of the caller's data.
     let detail = error.masked().to_string();
-    Violation { path, rule, detail }
+    Violation {
+        path,
+        rule,
+        schema_path: display_pointer(&schema_path).to_string(),
+        detail,
+    }
 }
 
 fn display_pointer(pointer: &str) -> &str {
