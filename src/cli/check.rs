@@ -15,7 +15,13 @@
 //!   upstreams: [{name, transport, state: up|down|not_contacted, reason, tools, without_contract}],
 //!   tools: [{tool, upstream, upstream_tool, file, status: enabled|disabled|unavailable|loaded,
 //!            reason, narrowing: {verdict: narrower|wider|empty|unproven, path, reason} | null,
+//!            output_narrowing: (the same, for `output` against the upstream's outputSchema) | null,
 //!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}]}`.
+//!
+//! The output side is judged like the input side, with one difference: a contract `output` wider
+//! than the upstream's outputSchema only promises results that never come (every result is
+//! checked against both), so it is a warning; an empty one disables the tool (every call would be
+//! rejected), a problem.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
@@ -28,7 +34,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{Config, LoadError, UpstreamTransport};
-use crate::contract::narrow::{Verdict, narrow};
+use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{ContractSet, ToolContract, digest};
 use crate::gateway::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
@@ -84,6 +90,7 @@ struct ToolRow {
     status: &'static str,
     reason: Option<String>,
     narrowing: Option<Narrowing>,
+    output_narrowing: Option<Narrowing>,
     pin: &'static str,
     pinned: Option<String>,
     upstream_digest: Option<String>,
@@ -156,7 +163,7 @@ pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
         }
         LoadError::Syntax { .. } => "fix the YAML syntax at the position shown".into(),
         LoadError::Invalid { .. } => {
-            "fix that key in that file (see SPEC §2 and §3 for the allowed keys and values)".into()
+            "fix that key in that file (README.md lists the allowed keys and values)".into()
         }
     }
 }
@@ -261,6 +268,7 @@ fn build_report(
             status: "loaded",
             reason: None,
             narrowing: None,
+            output_narrowing: None,
             pin: if contract.pin.is_some() {
                 "not_checked"
             } else {
@@ -338,11 +346,21 @@ fn build_report(
                 let verdict = narrow(&contract.input, &upstream_input).verdict;
                 judge(name, contract, &verdict, &mut problems, &mut warnings);
                 row.narrowing = Some(narrowing_of(verdict));
+                if let (Some(mine), Some(theirs)) =
+                    (&contract.output, upstream_tool.output_schema.as_deref())
+                {
+                    let verdict = compare_output(mine, &Value::Object(theirs.clone()));
+                    judge_output(name, contract, &verdict, &mut problems, &mut warnings);
+                    row.output_narrowing = Some(narrowing_of(verdict));
+                }
+                let empty =
+                    |n: &Option<Narrowing>| n.as_ref().is_some_and(|n| n.verdict == "empty");
                 // Disabled for a reason the checks above did not already report (say, an
                 // upstream schema that cannot be compiled).
                 if let Some(reason) = &row.reason
                     && row.pin != "mismatch"
-                    && row.narrowing.as_ref().is_none_or(|n| n.verdict != "empty")
+                    && !empty(&row.narrowing)
+                    && !empty(&row.output_narrowing)
                 {
                     problems.push(format!("tool `{name}` is disabled: {reason}"));
                 }
@@ -383,6 +401,30 @@ fn judge(
         // Both schemas are enforced on every call, so this is safe to serve; it is only not proven.
         Verdict::Unproven { reason } => warnings.push(format!(
             "tool `{name}`: could not prove the contract narrower than the upstream ({reason}); both schemas are enforced on every call"
+        )),
+    }
+}
+
+/// Records what the output side's verdict means for the operator.
+fn judge_output(
+    name: &str,
+    contract: &ToolContract,
+    verdict: &Verdict,
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let file = contract.file.display();
+    match verdict {
+        Verdict::Narrower => {}
+        Verdict::Wider { path } => warnings.push(format!(
+            "tool `{name}`: the contract's `output` admits results that upstream `{}`'s outputSchema rules out, at {path}: they never arrive (every result is checked against both); narrow `output` at {path} in {file} so the published outputSchema says what clients get",
+            contract.upstream
+        )),
+        Verdict::Empty => problems.push(format!(
+            "tool `{name}` is disabled: its `output` and the upstream's outputSchema admit no common result, so every call would be rejected; compare them in {file}"
+        )),
+        Verdict::Unproven { reason } => warnings.push(format!(
+            "tool `{name}`: could not compare the contract's `output` with the upstream's outputSchema ({reason}); every result is checked against both"
         )),
     }
 }
@@ -489,6 +531,16 @@ fn print_table(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             }) = &t.narrowing
             {
                 extra.push(format!("not proven: {reason}"));
+            }
+            if let Some(n) = &t.output_narrowing
+                && n.verdict != "narrower"
+            {
+                let at = n
+                    .path
+                    .as_deref()
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default();
+                extra.push(format!("output: {}{at}", n.verdict));
             }
             extra
         },
