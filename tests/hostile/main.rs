@@ -29,6 +29,11 @@
 //!   - `schema-injection`: `tools/list` carries "IGNORE ALL PREVIOUS INSTRUCTIONS" in the
 //!     schema's description, title, examples, `$comment` and `x-*` keys, and `echo.text` gains a
 //!     `pattern` the contract does not have.
+//!   - `error-content`: `echo` answers a tool error with control characters, an image, an
+//!     embedded resource, a resource link and a structuredContent no contract admits.
+//!   - `rpc-error-huge`: `echo` answers a JSON-RPC error with a 3 MB message.
+//!   - `output-contradiction`: `echo` declares an outputSchema whose `text` is an integer.
+//!   - `result-key-leak`: `echo`'s structuredContent gains a key and value with instructions.
 //!
 //! Logs go to stderr only.
 
@@ -238,6 +243,9 @@ impl Hostile {
     async fn call(&self, params: &Value, stream: &Stream) -> Result<Value, (i64, String)> {
         flood::on_call(self, stream).await;
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(answer) = text::on_call(self, name) {
+            return answer;
+        }
         match name {
             "echo" => {
                 let text = params
