@@ -11,6 +11,9 @@ pub mod narrow;
 pub mod publish;
 pub mod schema;
 
+#[cfg(test)]
+mod proptests;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
