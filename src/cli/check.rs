@@ -4,10 +4,10 @@
 //! verdict, and whether the `pin` still matches the upstream's definition.
 //!
 //! Exit status, so that an operator's CI can stop a contract change that widens a tool:
-//! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, a pin
-//! mismatch, an unreachable upstream, a contract naming a missing upstream or tool); 2 the
-//! configuration or a contract cannot be loaded at all (or the report cannot be written). A
-//! reader that stops early (`| head`) only cuts the report short: the status stays the check's.
+//! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, an
+//! `output` no upstream result can satisfy, a pin mismatch, an unreachable upstream, a contract
+//! naming a missing upstream or tool); 2 the configuration or a contract cannot be loaded at all
+//! (or the report cannot be written). A reader that stops early (`| head`) only cuts the report short: the status stays the check's.
 //!
 //! `--json` prints one object whose fields are always present (`null` when not applicable), or,
 //! with exit status 2, `{ok: false, error, hint}`:
@@ -42,8 +42,9 @@ use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 /// `narrowgate check --help`: exit status and examples.
 pub(super) const AFTER_HELP: &str = "Exit status:
   0  no problems: every tool enabled, narrower than its upstream, pin matching (or unpinned)
-  1  problems found: a disabled tool, a contract wider than its upstream, a pin mismatch,
-     an unreachable upstream, a contract naming a missing upstream or upstream tool
+  1  problems found: a disabled tool, a contract wider than its upstream, an `output` no
+     upstream result can satisfy, a pin mismatch, an unreachable upstream, a contract naming
+     a missing upstream or upstream tool
   2  unusable input: the configuration or a contract cannot be loaded (the error names the
      file, the key and what is wrong)
 
