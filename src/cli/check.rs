@@ -344,7 +344,13 @@ fn build_report(
                 }
                 row.upstream_digest = Some(upstream_digest);
                 let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
-                let verdict = narrow(&contract.input, &upstream_input).verdict;
+                let narrowing = narrow(&contract.input, &upstream_input);
+                if let Some(reason) = &narrowing.upstream_omitted {
+                    warnings.push(format!(
+                        "tool `{name}`: the upstream's inputSchema is enforced but not published ({reason}); clients see the contract's `input` alone"
+                    ));
+                }
+                let verdict = narrowing.verdict;
                 judge(name, contract, &verdict, &mut problems, &mut warnings);
                 row.narrowing = Some(narrowing_of(verdict));
                 if let (Some(mine), Some(theirs)) =

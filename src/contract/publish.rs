@@ -67,6 +67,7 @@ fn upstream_part(upstream: &Value) -> Result<(Value, Map<String, Value>), Unpubl
         .map(|s| s.len() * MAX_GROWTH + MAX_EXTRA_BYTES)
         .unwrap_or(MAX_EXTRA_BYTES);
     let mut targets = Targets::default();
+    collect_anchors(upstream, "", &mut targets.anchors);
     let part = stripped(upstream, upstream, &mut targets)?;
     let mut defs = Map::new();
     let mut size = 0;
@@ -93,6 +94,9 @@ fn upstream_part(upstream: &Value) -> Result<(Value, Map<String, Value>), Unpubl
 struct Targets {
     order: Vec<String>,
     index: BTreeMap<String, usize>,
+    /// Each `$anchor`/`$dynamicAnchor` of the document and the pointer to where it is (the first,
+    /// in document order, when a name repeats).
+    anchors: BTreeMap<String, String>,
 }
 
 impl Targets {
@@ -113,6 +117,7 @@ fn stripped(schema: &Value, doc: &Value, targets: &mut Targets) -> Result<Value,
     retain_keywords(&mut out, &|key| {
         is_validation_keyword(key) && key != "$defs"
     });
+    keywords::strip_unknown_formats(&mut out);
     rewrite_refs(&mut out, doc, targets)?;
     Ok(out)
 }
@@ -129,7 +134,7 @@ fn rewrite_refs(
         let Value::String(r) = reference else {
             return Err("a `$ref` that is not a string".into());
         };
-        let pointer = resolve(r, doc)?;
+        let pointer = resolve(r, doc, &targets.anchors)?;
         *r = format!("#/$defs/{DEFS_PREFIX}{}", targets.number(pointer));
     }
     let keys: Vec<String> = map.keys().cloned().collect();
@@ -158,7 +163,11 @@ fn rewrite_refs(
 
 /// The JSON pointer (into `doc`) that a local reference names: `#/json/pointer` (percent-encoded)
 /// or `#anchor`.
-fn resolve(reference: &str, doc: &Value) -> Result<String, Unpublishable> {
+fn resolve(
+    reference: &str,
+    doc: &Value,
+    anchors: &BTreeMap<String, String>,
+) -> Result<String, Unpublishable> {
     let Some(fragment) = reference.strip_prefix('#') else {
         return Err("a `$ref` to another document".into());
     };
@@ -169,35 +178,33 @@ fn resolve(reference: &str, doc: &Value) -> Result<String, Unpublishable> {
             None => Err("a `$ref` to a location the upstream's schema does not have".into()),
         };
     }
-    find_anchor(doc, &decoded, "").ok_or_else(|| "a `$ref` to an anchor it does not define".into())
+    anchors
+        .get(&decoded)
+        .cloned()
+        .ok_or_else(|| "a `$ref` to an anchor it does not define".into())
 }
 
-fn find_anchor(schema: &Value, anchor: &str, at: &str) -> Option<String> {
+/// Walks the document once, noting where each anchor is.
+fn collect_anchors(schema: &Value, at: &str, anchors: &mut BTreeMap<String, String>) {
     let Value::Object(map) = schema else {
-        return None;
+        return;
     };
     for key in ["$anchor", "$dynamicAnchor"] {
-        if map.get(key).and_then(Value::as_str) == Some(anchor) {
-            return Some(at.to_string());
+        if let Some(name) = map.get(key).and_then(Value::as_str) {
+            anchors
+                .entry(name.to_string())
+                .or_insert_with(|| at.to_string());
         }
     }
     for (key, value) in map {
-        let mut found = None;
         keywords::for_each_subschema(key, value, |suffix, sub| {
-            if found.is_none() {
-                let segment = suffix.strip_prefix('.').map(escape_pointer);
-                let here = match segment {
-                    Some(s) => format!("{at}/{}/{s}", escape_pointer(key)),
-                    None => format!("{at}/{}", escape_pointer(key)),
-                };
-                found = find_anchor(sub, anchor, &here);
-            }
+            let here = match suffix.strip_prefix('.') {
+                Some(s) => format!("{at}/{}/{}", escape_pointer(key), escape_pointer(s)),
+                None => format!("{at}/{}", escape_pointer(key)),
+            };
+            collect_anchors(sub, &here, anchors);
         });
-        if found.is_some() {
-            return found;
-        }
     }
-    None
 }
 
 /// Identifiers that change how references resolve below them (`$id` in a subschema, dynamic
@@ -270,6 +277,7 @@ mod tests {
                 "name": {"$ref": format!("#/definitions/{INJECTION}"), "description": INJECTION},
                 "n": {"$ref": "#num"},
                 "list": {"type": "array", "items": {"type": "string", "default": INJECTION, "maxLength": 3}},
+                "fmt": {"type": "string", "format": INJECTION},
                 "loop": {"$ref": "#/properties/list"}
             },
             "unknownKeyword": {"description": INJECTION}

@@ -24,10 +24,11 @@ pub fn compile(schema: &Value) -> Result<Arc<Validator>, String> {
         .map_err(|e| e.masked().to_string())
 }
 
-/// Checks a schema against its dialect's meta-schema, so a contract typo (`"type": "strng"`) is a
-/// load error rather than a validator that accepts everything.
+/// Checks a schema against the JSON Schema 2020-12 meta-schema (the crate's bundled copy), so a
+/// contract typo in a value (`"type": "strng"`) is a load error rather than a validator that
+/// accepts everything.
 pub fn check_meta(schema: &Value) -> Result<(), String> {
-    jsonschema::meta::validate(schema).map_err(|e| {
+    jsonschema::draft202012::meta::validate(schema).map_err(|e| {
         let at = e.instance_path().to_string();
         format!(
             "not a valid JSON Schema at `{}`: {}",
