@@ -16,11 +16,12 @@ pub const ATTACKS: &[(&str, &str)] = &[
     (
         "list-changed-flood",
         "each tools/call first sends --flood-count (5,000) tools/list_changed; the list gains \
-         `fresh` before the last",
+         `fresh` before the last; tools/list waits for the flood's end",
     ),
     (
         "stderr-flood",
-        "at start, --stderr-bytes (400 MiB) of stderr without a newline, control characters first",
+        "at start, --stderr-bytes (400 MiB) of stderr without a newline, control characters \
+         first, then the line `after the flood`",
     ),
 ];
 
@@ -37,15 +38,28 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
     }
     if state.has("list-changed-flood") {
         let count = state.flood_count.unwrap_or(5_000);
+        state.flooding.send_replace(true);
         for i in 0..count {
             if i + 1 == count {
                 state.fresh.store(true, Ordering::SeqCst);
             }
             if !stream.send(&list_changed()).await {
-                return;
+                break;
             }
         }
+        state.flooding.send_replace(false);
     }
+}
+
+/// `list-changed-flood`: a `tools/list` asked for during the flood is answered once it is
+/// over, so how many lists a gateway makes of one flood does not depend on the machine's speed
+/// (one in flight for the whole flood; a gateway that coalesces then needs one more).
+pub async fn before_list(state: &Hostile) {
+    let _ = state
+        .flooding
+        .subscribe()
+        .wait_for(|flooding| !flooding)
+        .await;
 }
 
 /// `list-changed-flood`'s tool `fresh`, once the flood has added it.
@@ -79,6 +93,8 @@ pub fn on_start(state: &Hostile) {
                 }
                 left -= n as u64;
             }
+            // A line of its own after the flood, so a reader can tell it kept reading.
+            let _ = stderr.write_all(b"\nafter the flood\n");
             let _ = stderr.flush();
         });
     }

@@ -22,9 +22,10 @@
 //!     requests on the call's answer stream, then the answer.
 //!   - `list-changed-flood`: every `tools/call` first sends `--flood-count` (default 5,000)
 //!     `notifications/tools/list_changed`; just before the last one the tool list gains `fresh`
-//!     (so a gateway that coalesces must still end with the current list).
+//!     (so a gateway that coalesces must still end with the current list). A `tools/list` asked
+//!     for during the flood is answered after it.
 //!   - `stderr-flood`: at start, writes `--stderr-bytes` (default 400 MiB) to stderr without a
-//!     newline, beginning with terminal control sequences.
+//!     newline, beginning with terminal control sequences, then the line `after the flood`.
 //! - `text.rs`:
 //!   - `schema-injection`: `tools/list` carries "IGNORE ALL PREVIOUS INSTRUCTIONS" in the
 //!     schema's description, title, examples, `$comment` and `x-*` keys, and `echo.text` gains a
@@ -106,6 +107,8 @@ pub struct Hostile {
     record: Option<Mutex<std::fs::File>>,
     /// `list-changed-flood` has added the tool `fresh`.
     pub fresh: AtomicBool,
+    /// `list-changed-flood` is sending its flood.
+    pub flooding: tokio::sync::watch::Sender<bool>,
     /// How often `notify_changed` (or SIGUSR1) has been used: attacks may change the list by it.
     pub generation: AtomicU64,
     /// The streams that carry messages unrelated to a request: stdout (stdio), or every open
@@ -154,6 +157,7 @@ impl Hostile {
             stderr_bytes: options.stderr_bytes,
             record,
             fresh: AtomicBool::new(false),
+            flooding: tokio::sync::watch::Sender::new(false),
             generation: AtomicU64::new(0),
             standalone: Mutex::new(Vec::new()),
         })
@@ -223,7 +227,10 @@ impl Hostile {
         let result = match method {
             "initialize" => Ok(initialize_result(&params)),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": self.tools() })),
+            "tools/list" => {
+                flood::before_list(&self).await;
+                Ok(json!({ "tools": self.tools() }))
+            }
             "tools/call" => self.call(&params, &stream).await,
             other => Err((-32601, format!("Method not found: {other}"))),
         };
