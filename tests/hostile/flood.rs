@@ -14,6 +14,11 @@ pub const ATTACKS: &[(&str, &str)] = &[
         "each tools/call first sends --flood-count (20,000) ping requests on its answer stream",
     ),
     (
+        "ping-flood-standalone",
+        "each tools/call first sends --flood-count (20,000) ping requests on the standalone \
+         stream (HTTP GET; stdout on stdio), unrelated to any request",
+    ),
+    (
         "list-changed-flood",
         "each tools/call first sends --flood-count (5,000) tools/list_changed; the list gains \
          `fresh` before the last; tools/list waits for the flood's end",
@@ -34,6 +39,13 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
             if !stream.send(&ping).await {
                 return;
             }
+        }
+    }
+    if state.has("ping-flood-standalone") {
+        let count = state.flood_count.unwrap_or(20_000);
+        for i in 0..count {
+            let ping = json!({"jsonrpc": "2.0", "id": format!("standalone-{i}"), "method": "ping"});
+            state.broadcast(&ping).await;
         }
     }
     if state.has("list-changed-flood") {

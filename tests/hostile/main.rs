@@ -20,6 +20,8 @@
 //! - `flood.rs`:
 //!   - `ping-flood`: every `tools/call` first sends `--flood-count` (default 20,000) `ping`
 //!     requests on the call's answer stream, then the answer.
+//!   - `ping-flood-standalone`: the same on the standalone stream (HTTP `GET`; stdout on
+//!     stdio), unrelated to any request.
 //!   - `list-changed-flood`: every `tools/call` first sends `--flood-count` (default 5,000)
 //!     `notifications/tools/list_changed`; just before the last one the tool list gains `fresh`
 //!     (so a gateway that coalesces must still end with the current list). A `tools/list` asked
