@@ -346,3 +346,45 @@ async fn the_clients_tracestate_never_reaches_the_upstream() {
         }
     }
 }
+
+/// Proves: 100,000 short stderr lines as fast as a child can write them are not 100,000 log
+/// lines: at most 100 a second are logged, and the rest are counted in warnings (even once the
+/// child falls silent), so that logged and counted lines add up to exactly what was written.
+#[tokio::test]
+async fn stderr_lines_are_rate_limited_and_counted() {
+    const LINES: usize = 100_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let started = Instant::now();
+    let (gw, _upstream) = gateway(Via::Stdio, &["stderr-lines"], &[], &record);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (logged, counted) = loop {
+        let log = gw.log();
+        let logged = log
+            .lines()
+            .filter(|l| l.contains("stderr: stderr line "))
+            .count();
+        let counted: usize = log
+            .lines()
+            .filter(|l| l.contains("stderr: lines not logged"))
+            .filter_map(|l| l.split("suppressed=").nth(1))
+            .filter_map(|v| v.split_whitespace().next()?.parse::<usize>().ok())
+            .sum();
+        if logged + counted >= LINES {
+            break (logged, counted);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{logged} logged and {counted} counted of {LINES} lines within 60 s:\n{}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seconds = started.elapsed().as_secs() as usize + 1;
+    assert_eq!(logged + counted, LINES, "every line logged or counted once");
+    assert!(
+        logged <= 100 * seconds,
+        "{logged} lines logged in {seconds} s"
+    );
+    eprintln!("stderr lines: {logged} logged, {counted} counted, in {seconds} s");
+}

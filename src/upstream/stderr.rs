@@ -24,7 +24,19 @@ pub async fn log_stderr(name: String, mut stderr: impl AsyncRead + Unpin) {
     let mut lines = Lines::default();
     let mut limit = RateLimit::new(Instant::now());
     loop {
-        let n = match stderr.read(&mut buffer).await {
+        // Lines held back are reported when their window ends, even if the child falls silent.
+        let read = stderr.read(&mut buffer);
+        let read = match limit.report_due() {
+            Some(at) => match tokio::time::timeout_at(at.into(), read).await {
+                Ok(read) => read,
+                Err(_) => {
+                    limit.report(&name);
+                    continue;
+                }
+            },
+            None => read.await,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -172,6 +184,11 @@ impl RateLimit {
             tracing::info!(%upstream, "stderr: {text}");
         }
         true
+    }
+
+    /// When the lines held back are to be reported (the end of their window), if there are any.
+    fn report_due(&self) -> Option<Instant> {
+        (self.suppressed > 0).then(|| self.window_start + WINDOW)
     }
 
     /// Logs how many lines were held back, if any.

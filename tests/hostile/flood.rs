@@ -19,6 +19,10 @@ pub const ATTACKS: &[(&str, &str)] = &[
          stream (HTTP GET; stdout on stdio), unrelated to any request",
     ),
     (
+        "stderr-lines",
+        "at start, --flood-count (100,000) short lines on stderr, `stderr line N`",
+    ),
+    (
         "list-changed-flood",
         "each tools/call first sends --flood-count (5,000) tools/list_changed; the list gains \
          `fresh` before the last; tools/list waits for the flood's end",
@@ -87,6 +91,17 @@ pub fn tools(state: &Hostile, tools: &mut Vec<Value>) {
 
 /// Starts the attacks that do not wait for a request.
 pub fn on_start(state: &Hostile) {
+    if state.has("stderr-lines") {
+        let count = state.flood_count.unwrap_or(100_000);
+        std::thread::spawn(move || {
+            let mut stderr = std::io::stderr().lock();
+            for i in 0..count {
+                if writeln!(stderr, "stderr line {i}").is_err() {
+                    return;
+                }
+            }
+        });
+    }
     if state.has("stderr-flood") {
         let total = state.stderr_bytes;
         // A thread: the writes block as long as the gateway does not read.

@@ -26,6 +26,7 @@
 //!     `notifications/tools/list_changed`; just before the last one the tool list gains `fresh`
 //!     (so a gateway that coalesces must still end with the current list). A `tools/list` asked
 //!     for during the flood is answered after it.
+//!   - `stderr-lines`: at start, `--flood-count` (default 100,000) short lines on stderr.
 //!   - `stderr-flood`: at start, writes `--stderr-bytes` (default 400 MiB) to stderr without a
 //!     newline, beginning with terminal control sequences, then the line `after the flood`.
 //! - `text.rs`:
