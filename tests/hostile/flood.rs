@@ -25,7 +25,7 @@ pub const ATTACKS: &[(&str, &str)] = &[
     (
         "list-changed-flood",
         "each tools/call first sends --flood-count (5,000) tools/list_changed; the list gains \
-         `fresh` before the last; tools/list waits for the flood's end",
+         `fresh` before the last",
     ),
     (
         "stderr-flood",
@@ -54,7 +54,6 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
     }
     if state.has("list-changed-flood") {
         let count = state.flood_count.unwrap_or(5_000);
-        state.flooding.send_replace(true);
         for i in 0..count {
             if i + 1 == count {
                 state.fresh.store(true, Ordering::SeqCst);
@@ -63,19 +62,7 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
                 break;
             }
         }
-        state.flooding.send_replace(false);
     }
-}
-
-/// `list-changed-flood`: a `tools/list` asked for during the flood is answered once it is
-/// over, so how many lists a gateway makes of one flood does not depend on the machine's speed
-/// (one in flight for the whole flood; a gateway that coalesces then needs one more).
-pub async fn before_list(state: &Hostile) {
-    let _ = state
-        .flooding
-        .subscribe()
-        .wait_for(|flooding| !flooding)
-        .await;
 }
 
 /// `list-changed-flood`'s tool `fresh`, once the flood has added it.

@@ -7,13 +7,15 @@
 //! on the standalone stream (HTTP) or stdout (stdio).
 //!
 //! ```text
-//! hostile-upstream stdio [--attack NAME]... [--record FILE] [--flood-count N] [--stderr-bytes N]
+//! hostile-upstream stdio [--attack NAME]... [--record FILE] [--hold-lists FILE] [--flood-count N]
+//!                        [--stderr-bytes N]
 //! hostile-upstream http --port 0 [--host 127.0.0.1] [same options]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
 //! bound. `--record FILE` appends every JSON-RPC message it receives to FILE, one per line (tests
-//! count `tools/list` requests or read the `_meta` a call carried).
+//! count `tools/list` requests or read the `_meta` a call carried). While the file named by
+//! `--hold-lists` exists, `tools/list` requests wait for its removal.
 //!
 //! Attacks (`--attack NAME`, several allowed), each family in its own file:
 //!
@@ -24,8 +26,7 @@
 //!     stdio), unrelated to any request.
 //!   - `list-changed-flood`: every `tools/call` first sends `--flood-count` (default 5,000)
 //!     `notifications/tools/list_changed`; just before the last one the tool list gains `fresh`
-//!     (so a gateway that coalesces must still end with the current list). A `tools/list` asked
-//!     for during the flood is answered after it.
+//!     (so a gateway that coalesces must still end with the current list).
 //!   - `stderr-lines`: at start, `--flood-count` (default 100,000) short lines on stderr.
 //!   - `stderr-flood`: at start, writes `--stderr-bytes` (default 400 MiB) to stderr without a
 //!     newline, beginning with terminal control sequences, then the line `after the flood`.
@@ -97,6 +98,10 @@ struct Options {
     /// How many messages a flood sends (each flood has its own default).
     #[arg(long)]
     flood_count: Option<u64>,
+    /// While this file exists, `tools/list` requests wait (a test holds a client's re-list
+    /// in flight while it sets off a flood).
+    #[arg(long)]
+    hold_lists: Option<PathBuf>,
     /// How many bytes `stderr-flood` writes.
     #[arg(long, default_value_t = 400 * 1024 * 1024)]
     stderr_bytes: u64,
@@ -110,8 +115,8 @@ pub struct Hostile {
     record: Option<Mutex<std::fs::File>>,
     /// `list-changed-flood` has added the tool `fresh`.
     pub fresh: AtomicBool,
-    /// `list-changed-flood` is sending its flood.
-    pub flooding: tokio::sync::watch::Sender<bool>,
+    /// While this file exists, `tools/list` is not answered.
+    hold_lists: Option<PathBuf>,
     /// How often `notify_changed` (or SIGUSR1) has been used: attacks may change the list by it.
     pub generation: AtomicU64,
     /// The streams that carry messages unrelated to a request: stdout (stdio), or every open
@@ -160,7 +165,7 @@ impl Hostile {
             stderr_bytes: options.stderr_bytes,
             record,
             fresh: AtomicBool::new(false),
-            flooding: tokio::sync::watch::Sender::new(false),
+            hold_lists: options.hold_lists,
             generation: AtomicU64::new(0),
             standalone: Mutex::new(Vec::new()),
         })
@@ -231,7 +236,9 @@ impl Hostile {
             "initialize" => Ok(initialize_result(&params)),
             "ping" => Ok(json!({})),
             "tools/list" => {
-                flood::before_list(&self).await;
+                while self.hold_lists.as_ref().is_some_and(|hold| hold.exists()) {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
                 Ok(json!({ "tools": self.tools() }))
             }
             "tools/call" => self.call(&params, &stream).await,
