@@ -14,13 +14,23 @@ pub const ATTACKS: &[(&str, &str)] = &[
         "each tools/call first sends --flood-count (20,000) ping requests on its answer stream",
     ),
     (
+        "ping-flood-standalone",
+        "each tools/call first sends --flood-count (20,000) ping requests on the standalone \
+         stream (HTTP GET; stdout on stdio), unrelated to any request",
+    ),
+    (
+        "stderr-lines",
+        "at start, --flood-count (100,000) short lines on stderr, `stderr line N`",
+    ),
+    (
         "list-changed-flood",
         "each tools/call first sends --flood-count (5,000) tools/list_changed; the list gains \
          `fresh` before the last",
     ),
     (
         "stderr-flood",
-        "at start, --stderr-bytes (400 MiB) of stderr without a newline, control characters first",
+        "at start, --stderr-bytes (400 MiB) of stderr without a newline, control characters \
+         first, then the line `after the flood`",
     ),
 ];
 
@@ -35,6 +45,13 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
             }
         }
     }
+    if state.has("ping-flood-standalone") {
+        let count = state.flood_count.unwrap_or(20_000);
+        for i in 0..count {
+            let ping = json!({"jsonrpc": "2.0", "id": format!("standalone-{i}"), "method": "ping"});
+            state.broadcast(&ping).await;
+        }
+    }
     if state.has("list-changed-flood") {
         let count = state.flood_count.unwrap_or(5_000);
         for i in 0..count {
@@ -42,7 +59,7 @@ pub async fn on_call(state: &Hostile, stream: &Stream) {
                 state.fresh.store(true, Ordering::SeqCst);
             }
             if !stream.send(&list_changed()).await {
-                return;
+                break;
             }
         }
     }
@@ -61,6 +78,17 @@ pub fn tools(state: &Hostile, tools: &mut Vec<Value>) {
 
 /// Starts the attacks that do not wait for a request.
 pub fn on_start(state: &Hostile) {
+    if state.has("stderr-lines") {
+        let count = state.flood_count.unwrap_or(100_000);
+        std::thread::spawn(move || {
+            let mut stderr = std::io::stderr().lock();
+            for i in 0..count {
+                if writeln!(stderr, "stderr line {i}").is_err() {
+                    return;
+                }
+            }
+        });
+    }
     if state.has("stderr-flood") {
         let total = state.stderr_bytes;
         // A thread: the writes block as long as the gateway does not read.
@@ -79,6 +107,8 @@ pub fn on_start(state: &Hostile) {
                 }
                 left -= n as u64;
             }
+            // A line of its own after the flood, so a reader can tell it kept reading.
+            let _ = stderr.write_all(b"\nafter the flood\n");
             let _ = stderr.flush();
         });
     }

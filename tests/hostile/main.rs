@@ -7,24 +7,29 @@
 //! on the standalone stream (HTTP) or stdout (stdio).
 //!
 //! ```text
-//! hostile-upstream stdio [--attack NAME]... [--record FILE] [--flood-count N] [--stderr-bytes N]
+//! hostile-upstream stdio [--attack NAME]... [--record FILE] [--hold-lists FILE] [--flood-count N]
+//!                        [--stderr-bytes N]
 //! hostile-upstream http --port 0 [--host 127.0.0.1] [same options]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
 //! bound. `--record FILE` appends every JSON-RPC message it receives to FILE, one per line (tests
-//! count `tools/list` requests or read the `_meta` a call carried).
+//! count `tools/list` requests or read the `_meta` a call carried). While the file named by
+//! `--hold-lists` exists, `tools/list` requests wait for its removal.
 //!
 //! Attacks (`--attack NAME`, several allowed), each family in its own file:
 //!
 //! - `flood.rs`:
 //!   - `ping-flood`: every `tools/call` first sends `--flood-count` (default 20,000) `ping`
 //!     requests on the call's answer stream, then the answer.
+//!   - `ping-flood-standalone`: the same on the standalone stream (HTTP `GET`; stdout on
+//!     stdio), unrelated to any request.
 //!   - `list-changed-flood`: every `tools/call` first sends `--flood-count` (default 5,000)
 //!     `notifications/tools/list_changed`; just before the last one the tool list gains `fresh`
 //!     (so a gateway that coalesces must still end with the current list).
+//!   - `stderr-lines`: at start, `--flood-count` (default 100,000) short lines on stderr.
 //!   - `stderr-flood`: at start, writes `--stderr-bytes` (default 400 MiB) to stderr without a
-//!     newline, beginning with terminal control sequences.
+//!     newline, beginning with terminal control sequences, then the line `after the flood`.
 //! - `text.rs`:
 //!   - `schema-injection`: `tools/list` carries "IGNORE ALL PREVIOUS INSTRUCTIONS" in the
 //!     schema's description, title, examples, `$comment` and `x-*` keys, and `echo.text` gains a
@@ -98,6 +103,10 @@ struct Options {
     /// How many messages a flood sends (each flood has its own default).
     #[arg(long)]
     flood_count: Option<u64>,
+    /// While this file exists, `tools/list` requests wait (a test holds a client's re-list
+    /// in flight while it sets off a flood).
+    #[arg(long)]
+    hold_lists: Option<PathBuf>,
     /// How many bytes `stderr-flood` writes.
     #[arg(long, default_value_t = 400 * 1024 * 1024)]
     stderr_bytes: u64,
@@ -111,6 +120,8 @@ pub struct Hostile {
     record: Option<Mutex<std::fs::File>>,
     /// `list-changed-flood` has added the tool `fresh`.
     pub fresh: AtomicBool,
+    /// While this file exists, `tools/list` is not answered.
+    hold_lists: Option<PathBuf>,
     /// How often `notify_changed` (or SIGUSR1) has been used: attacks may change the list by it.
     pub generation: AtomicU64,
     /// The streams that carry messages unrelated to a request: stdout (stdio), or every open
@@ -159,6 +170,7 @@ impl Hostile {
             stderr_bytes: options.stderr_bytes,
             record,
             fresh: AtomicBool::new(false),
+            hold_lists: options.hold_lists,
             generation: AtomicU64::new(0),
             standalone: Mutex::new(Vec::new()),
         })
@@ -228,7 +240,12 @@ impl Hostile {
         let result = match method {
             "initialize" => Ok(initialize_result(&params)),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": self.tools() })),
+            "tools/list" => {
+                while self.hold_lists.as_ref().is_some_and(|hold| hold.exists()) {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Ok(json!({ "tools": self.tools() }))
+            }
             "tools/call" => self.call(&params, &stream).await,
             other => Err((-32601, format!("Method not found: {other}"))),
         };
