@@ -430,6 +430,8 @@ mod tests {
         );
     }
 
+    /// Proves: a swapped pair of letters counts as one edit (so `maxLenght` finds `maxLength`),
+    /// and a word far from every keyword gets no suggestion rather than a wrong one.
     #[test]
     fn osa_counts_a_transposition_as_one_edit() {
         assert_eq!(osa_distance("maxlenght", "maxlength"), 1);
