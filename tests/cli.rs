@@ -181,6 +181,62 @@ fn check_reports_an_empty_intersection() {
     assert!(stdout(&setup.run("check", &[])).contains("EMPTY"));
 }
 
+/// Proves: a contract `output` that contradicts the upstream's outputSchema (the demo's `add`
+/// promises a number `sum`) is reported with an `empty` output verdict, the tool disabled,
+/// exit 1; a compatible one is `narrower` with exit 0.
+#[test]
+fn check_proves_or_refuses_the_output_side() {
+    let add = |sum: &str| {
+        format!(
+            "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {{type: object, properties: {{a: {{type: number}}, b: {{type: number}}}}, required: [a, b], additionalProperties: false}}\n    output: {{type: object, properties: {{sum: {sum}}}, required: [sum]}}\n"
+        )
+    };
+    let setup = Setup::new(&demo_stdio(), &[("a.yaml", &add("{type: string}"))]);
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let row = tool_row(&report, "add");
+    assert_eq!(row["output_narrowing"]["verdict"], "empty", "{row}");
+    assert_eq!(row["status"], "disabled", "{row}");
+    assert!(
+        report["problems"].to_string().contains("outputSchema"),
+        "{report:#}"
+    );
+
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[("a.yaml", &add("{type: number, maximum: 10}"))],
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        tool_row(&report, "add")["output_narrowing"]["verdict"],
+        "narrower"
+    );
+}
+
+/// Proves: a misspelt JSON Schema keyword in a contract (which validators would ignore, losing
+/// its constraint) is unusable input: exit 2 naming the file, the key path and the keyword meant.
+#[test]
+fn check_refuses_a_misspelt_schema_keyword() {
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[(
+            "w.yaml",
+            &weather("w", "Chicago", "")
+                .replace("enum: [Chicago]", "enum: [Chicago], maxLenght: 3"),
+        )],
+    );
+    let out = setup.run("check", &["--offline"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("w.yaml")
+            && err.contains("tools.w.input.properties.location.maxLenght")
+            && err.contains("did you mean `maxLength`?"),
+        "{err}"
+    );
+}
+
 /// Proves: a contract naming an upstream tool that does not exist, or an upstream that is not
 /// configured, is reported disabled with the reason, exit 1.
 #[test]
@@ -413,6 +469,7 @@ fn check_json_has_stable_fields() {
                 "status",
                 "reason",
                 "narrowing",
+                "output_narrowing",
                 "pin",
                 "pinned",
                 "upstream_digest",

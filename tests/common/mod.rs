@@ -3,6 +3,7 @@
 //! `state: redis://…`), and talk MCP to it: with rmcp's client, or raw over HTTP.
 #![allow(dead_code)] // each test crate uses a part of it
 
+mod hostile;
 pub mod peers;
 mod redis;
 
@@ -18,6 +19,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+#[allow(unused_imports)] // each test crate uses a part of it
+pub use hostile::{
+    HostileHttp, hostile_stdio_upstream, hostile_upstream_bin, recorded, recorded_requests,
+};
 #[allow(unused_imports)] // each test crate uses a part of it
 pub use redis::{Redis, free_port};
 
