@@ -7,7 +7,8 @@
 //! upstreams, see `h1.rs`; through reqwest otherwise), on the session rmcp opened (the
 //! [`SessionTap`] sees its session id and headers go by), and reads the answer there, as rmcp's
 //! client would: a JSON body or an SSE stream (resumed with `Last-Event-ID` if it closes early),
-//! answering requests the upstream makes meanwhile, passing `tools/list_changed` on, and sending
+//! answering requests the upstream makes meanwhile (a bounded number at a time: a flood of them
+//! must not become a socket each), passing `tools/list_changed` on, and sending
 //! `notifications/cancelled` for a call given up on (a timeout).
 //!
 //! rmcp keeps everything else: the handshake, `tools/list`, pings, the standalone stream, and
