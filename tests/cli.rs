@@ -6,10 +6,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use common::{demo_stdio_config, free_port};
+use common::{ConfigDir, demo_stdio_config, free_port};
 use serde_json::{Value, json};
 
 /// Runs `narrowgate ARGS`, feeding `stdin` when given.
@@ -38,34 +37,22 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A configuration file and its `contracts/` folder in a temporary directory.
-struct Setup {
-    dir: tempfile::TempDir,
+/// A configuration file and its `contracts/` folder in a temporary directory (a
+/// [`ConfigDir`], which it derefs to), and the commands run on it.
+struct Setup(ConfigDir);
+
+impl std::ops::Deref for Setup {
+    type Target = ConfigDir;
+
+    fn deref(&self) -> &ConfigDir {
+        &self.0
+    }
 }
 
 impl Setup {
     /// `config` is the YAML after `contracts: contracts`; `contracts` are (file, YAML) pairs.
     fn new(config: &str, contracts: &[(&str, &str)]) -> Setup {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join("contracts")).expect("contracts dir");
-        std::fs::write(
-            dir.path().join("narrowgate.yaml"),
-            format!("contracts: contracts\n{config}"),
-        )
-        .expect("write config");
-        let setup = Setup { dir };
-        for (file, text) in contracts {
-            setup.contract(file, text);
-        }
-        setup
-    }
-
-    fn contract(&self, file: &str, text: &str) {
-        std::fs::write(self.dir.path().join("contracts").join(file), text).expect("write contract");
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("narrowgate.yaml")
+        Setup(ConfigDir::new(config, contracts))
     }
 
     /// `narrowgate CMD --config FILE EXTRA...`

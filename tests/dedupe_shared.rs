@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, HttpUpstream, KEY, Redis, assert_same_structured_content, call_answered, call_ok,
-    callers, client, concurrent_calls, counter, free_port, text_of, tool_params,
+    callers, client, concurrent_calls, counter, free_port, text_of, tool_params, wait_for_counts,
 };
 use rmcp::model::CallToolResult;
 use serde_json::json;
@@ -114,7 +114,11 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
             .call_tool(tool_params("count_once_quickly", json!({"delay_ms": 800})))
             .await;
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A claimed the call before running it, and the upstream counts it at once.
+    wait_for_counts(&cb, Duration::from_secs(10), "A's call under way", |counts| {
+        counts.count > before
+    })
+    .await;
     drop(a); // killed mid-call: it never records the answer
     let started = Instant::now();
     let r = call_answered(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
@@ -124,7 +128,7 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
         text_of(&r).contains("its effect is unknown, so it was not repeated"),
         "{r:?}"
     );
-    // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, ~0.3 s before B asked.
+    // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, just before B asked.
     assert!(
         (Duration::from_secs(4)..Duration::from_secs(9)).contains(&waited),
         "waited {waited:?}"

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use common::{
     Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
     concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of,
+    wait_for_counts,
 };
 use serde_json::json;
 
@@ -92,9 +93,17 @@ async fn a_timed_out_write_is_unknown_and_never_retried() {
         text_of(&r).contains("may or may not have taken effect"),
         "{r:?}"
     );
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // The upstream keeps running the write after the gateway gave up on it: wait until it (and
+    // any retry, were there one) has finished before counting.
+    let done = wait_for_counts(
+        &c,
+        Duration::from_secs(10),
+        "the timed-out write finishing upstream",
+        |counts| counts.running == 0,
+    )
+    .await;
     assert_eq!(
-        counter(&c).await,
+        done.count,
         before + 1,
         "the write ran more or less than once"
     );
@@ -151,6 +160,7 @@ async fn calls_survive_tool_list_changes_under_load() {
     };
     for _ in 0..10 {
         call_ok(&c, "toggle_extra", json!({})).await;
+        // Pacing, not waiting for anything: spreads the ten changes over the load's calls.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failures = load.await.expect("load task");

@@ -12,12 +12,13 @@ mod step_up;
 #[path = "identity/support.rs"]
 mod support;
 
-use common::{Gateway, HttpUpstream, KEY, Raw, hash_key, http_get, result_text};
+use common::{
+    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, hash_key, http_get, result_text,
+    sorted_tool_names,
+};
 use serde_json::{Value, json};
 use support::{AUDIENCE, JwksServer, Signer, claims, hs256, jwks, keys, unsigned};
 
-const BOB: &str = "test-key-bob";
-const CAROL: &str = "test-key-carol";
 const V: &str = "2025-11-25";
 
 const CONTRACTS: &str = r#"upstream: demo
@@ -133,14 +134,7 @@ async fn listed(raw: &Raw, credential: &str) -> Vec<String> {
     let reply = raw
         .request(Some(credential), &session, V, "tools/list", json!({}))
         .await;
-    let mut names: Vec<String> = reply.message()["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {reply:?}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    sorted_tool_names(&reply.message()["result"])
 }
 
 /// Calls `tool` once in a fresh session; returns the JSON-RPC message.

@@ -7,11 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
+    BOB, Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
+    wait_for_counts,
 };
 use serde_json::json;
-
-const BOB: &str = "test-key-bob";
 
 /// alice may call every tool; with `with_bob`, bob may call `echo`.
 fn config(with_bob: bool) -> String {
@@ -23,13 +22,9 @@ fn config(with_bob: bool) -> String {
     demo_stdio_config(&callers(bob), "")
 }
 
-const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n";
+const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n  peek_counter:\n    privilege: read\n";
 const ECHO_ONLY: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n";
 const ADD: &str = "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {type: object, properties: {a: {type: number}, b: {type: number}}, required: [a, b]}\n";
-
-fn write(gw: &Gateway, relative: &str, text: &str) {
-    std::fs::write(gw.config_dir().join(relative), text).expect("write file");
-}
 
 /// Proves: a new contract file is picked up without a restart: its tool appears and works, and
 /// tools of an unchanged contract keep working on the same upstream connection.
@@ -38,7 +33,7 @@ async fn a_changed_contracts_directory_is_reloaded() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
     assert!(call(&alice, "add", json!({"a": 1, "b": 2})).await.is_err());
-    write(&gw, "contracts/add.yaml", ADD);
+    gw.write_file("contracts/add.yaml", ADD);
     gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
         r["tools"]["add"]["state"] == "enabled"
     });
@@ -56,9 +51,7 @@ async fn a_changed_contracts_directory_is_reloaded() {
 async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
-    write(
-        &gw,
-        "contracts/broken.yaml",
+    gw.write_file("contracts/broken.yaml",
         "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
     );
     retry_until(
@@ -82,7 +75,7 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     );
     call_ok(&alice, "echo", json!({"message": "still"})).await;
     let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
-    write(&gw, "narrowgate.yaml", broken_config);
+    gw.write_file("narrowgate.yaml", broken_config);
     retry_until(
         &gw,
         Duration::from_secs(15),
@@ -116,9 +109,7 @@ async fn sighup_reloads_the_configuration() {
         401
     );
     // Same size and second as before would not be noticed by polling: SIGHUP must do it.
-    write(
-        &gw,
-        "narrowgate.yaml",
+    gw.write_file("narrowgate.yaml",
         &format!("contracts: contracts\n{}", config(true)),
     );
     let status = std::process::Command::new("kill")
@@ -153,8 +144,11 @@ async fn calls_in_flight_finish_under_their_version() {
         let c = client(&url, KEY).await;
         call(&c, "slow", json!({"ms": 2000})).await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    write(&gw, "contracts/demo.yaml", ECHO_ONLY);
+    wait_for_counts(&alice, Duration::from_secs(10), "the slow call under way", |counts| {
+        counts.running == 1
+    })
+    .await;
+    gw.write_file("contracts/demo.yaml", ECHO_ONLY);
     gw.wait_for(Duration::from_secs(15), "slow removed", |r| {
         r["tools"].get("slow").is_none()
     });
@@ -198,8 +192,16 @@ async fn reloads_under_load_lose_no_call() {
         } else {
             "upstream: demo\ntools: {}\n"
         };
-        write(&gw, "contracts/add.yaml", text);
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        gw.write_file("contracts/add.yaml", text);
+        let added = round % 2 == 0;
+        gw.wait_for(Duration::from_secs(15), "the reload in force", |r| {
+            let add = &r["tools"]["add"];
+            if added {
+                add["state"] == "enabled"
+            } else {
+                add.is_null()
+            }
+        });
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (mut calls, mut failures) = (0, Vec::new());
@@ -245,7 +247,7 @@ async fn rate_limits_survive_a_reload() {
     let second = common::call_answered(&alice, "echo", json!({"message": "two"})).await;
     assert!(refused(&second), "the budget is 1/m: {second:?}");
 
-    write(&gw, "contracts/add.yaml", ADD);
+    gw.write_file("contracts/add.yaml", ADD);
     gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
         r["tools"]["add"]["state"] == "enabled"
     });
@@ -256,7 +258,7 @@ async fn rate_limits_survive_a_reload() {
     );
 
     // A new rate is a new limit: it applies to the next call.
-    write(&gw, "contracts/demo.yaml", &limited("100/s"));
+    gw.write_file("contracts/demo.yaml", &limited("100/s"));
     retry_until(
         &gw,
         Duration::from_secs(15),

@@ -23,15 +23,9 @@ const VERSION: &str = "2025-11-25";
 
 /// `tools/call` in `session` with `params` plus optional extra headers.
 async fn call(raw: &Raw, session: &str, params: Value, headers: &[(&str, &str)]) -> Value {
-    let auth = format!("Bearer {KEY}");
-    let mut all = vec![
-        ("mcp-session-id", session),
-        ("mcp-protocol-version", VERSION),
-        ("authorization", auth.as_str()),
-    ];
-    all.extend_from_slice(headers);
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-    raw.post(&all, &body.to_string()).await.message()
+    raw.request_with(Some(KEY), session, VERSION, "tools/call", params, headers)
+        .await
+        .message()
 }
 
 fn find<'a>(spans: &'a [Value], trace: &str, service: &str, kind: &str) -> Option<&'a Value> {
@@ -321,14 +315,8 @@ async fn metrics_count_the_calls_made() {
         let is_refused = reply.get("error").is_some() || reply["result"]["isError"] == true;
         assert_eq!(is_refused, *refused, "{params}: {reply}");
     }
-    let auth = format!("Bearer {KEY}");
-    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}});
-    let headers = [
-        ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", VERSION),
-        ("authorization", auth.as_str()),
-    ];
-    raw.post(&headers, &list.to_string()).await;
+    raw.request(Some(KEY), &session, VERSION, "tools/list", json!({}))
+        .await;
 
     let response = reqwest::get(format!("{}/metrics", gw.base))
         .await
@@ -510,8 +498,13 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
         fresh.len() == 32 && fresh.chars().all(|c| c.is_ascii_hexdigit()) && fresh != trace,
         "a call without context gets its own trace id: {fresh:?}"
     );
-    // The receipt is written before the answer, the log line right after it.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The receipt is written before the answer, the log line right after it: wait for both lines.
+    gw.wait_for_log(Duration::from_secs(10), "both calls' log lines", |log| {
+        let is_call = |l: &str| {
+            serde_json::from_str::<Value>(l).is_ok_and(|l| l["message"] == "tools/call")
+        };
+        log.lines().filter(|l| is_call(l)).count() >= 2
+    });
     let log = gw.log();
     let lines: Vec<Value> = log
         .lines()

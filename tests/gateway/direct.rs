@@ -5,9 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::common::{self, Gateway, HttpUpstream, KEY, Raw, Reply, hash_key};
-
-const BOB: &str = "test-key-bob";
+use super::common::{
+    self, BOB, Gateway, HttpUpstream, KEY, Raw, Reply, hash_key, stateless_call_body,
+    stateless_call_headers,
+};
 const PLAIN: &str = "application/json, text/event-stream";
 const TO_RMCP: &str = "application/json;q=1, text/event-stream";
 
@@ -106,19 +107,11 @@ fn answered_directly(gw: &Gateway) -> usize {
 async fn stateless_calls_are_answered_as_rmcp_answers_them() {
     let (_upstream, gw) = start();
     for (key, tool, arguments, what) in cases() {
-        let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {
-            "name": tool, "arguments": arguments, "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "direct-test", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let body = stateless_call_body(json!("req-1"), tool, arguments);
         let headers = |accept: &str| {
-            [
-                ("authorization", format!("Bearer {key}")),
-                ("accept", accept.to_string()),
-                ("mcp-protocol-version", "2026-07-28".to_string()),
-                ("mcp-method", "tools/call".to_string()),
-                ("mcp-name", tool.to_string()),
-            ]
+            let mut headers = stateless_call_headers(key, tool);
+            headers.push(("accept", accept.to_string()));
+            headers
         };
         let direct = post(&gw.url, &headers(PLAIN), &body).await;
         let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;

@@ -1,0 +1,32 @@
+//! Contract YAML that several test files declare the same way: one entry under `tools:` each,
+//! for the demo upstream's deliberately awkward tools.
+
+/// Contract YAML, one entry under `tools:`: the demo upstream's `bad_weather`, whose results
+/// break the output schema (a temperature of 999).
+pub const BAD_WEATHER_TOOL: &str = r#"  bad_weather:
+    privilege: read
+    input:
+      type: object
+      properties: { location: { type: string, enum: [Chicago] } }
+      required: [location]
+    output:
+      type: object
+      properties:
+        temperature: { type: number, minimum: -60, maximum: 60 }
+        conditions: { type: string }
+      required: [temperature, conditions]
+"#;
+
+/// Contract YAML, one entry under `tools:`: `name` for the demo upstream's `slow` tool (sleeps
+/// `ms` milliseconds) with `privilege`, a 300 ms timeout and the `extra` lines.
+pub fn slow_tool(name: &str, privilege: &str, extra: &str) -> String {
+    let upstream_tool = if name == "slow" {
+        String::new()
+    } else {
+        "    upstream_tool: slow\n".to_string()
+    };
+    format!(
+        "  {name}:\n{upstream_tool}    privilege: {privilege}\n    timeout: 300ms\n{extra}    \
+         input: {{ type: object, properties: {{ ms: {{ type: integer }} }}, required: [ms] }}\n"
+    )
+}
