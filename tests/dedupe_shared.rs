@@ -115,9 +115,12 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
             .await;
     });
     // A claimed the call before running it, and the upstream counts it at once.
-    wait_for_counts(&cb, Duration::from_secs(10), "A's call under way", |counts| {
-        counts.count > before
-    })
+    wait_for_counts(
+        &cb,
+        Duration::from_secs(10),
+        "A's call under way",
+        |counts| counts.count > before,
+    )
     .await;
     drop(a); // killed mid-call: it never records the answer
     let started = Instant::now();

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
-    concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of,
-    wait_for_counts,
+    concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of, wait_for_counts,
 };
 use serde_json::json;
 

@@ -13,8 +13,7 @@ mod step_up;
 mod support;
 
 use common::{
-    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, hash_key, http_get, result_text,
-    sorted_tool_names,
+    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, hash_key, http_get, result_text, sorted_tool_names,
 };
 use serde_json::{Value, json};
 use support::{AUDIENCE, JwksServer, Signer, claims, hs256, jwks, keys, unsigned};

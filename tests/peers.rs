@@ -247,7 +247,11 @@ async fn server_everything_is_narrowed_and_its_other_tools_are_invisible() {
         .request(Some(KEY), &session, "2025-11-25", "tools/list", json!({}))
         .await
         .message();
-    assert_eq!(sorted_tool_names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    assert_eq!(
+        sorted_tool_names(&listed["result"]),
+        ["add", "get_weather"],
+        "{listed}"
+    );
     // Uncontracted tools, contracted ones under their upstream names, and a name nobody has.
     for name in "echo get-env get-sum get-structured-content nope".split(' ') {
         let params = json!({"name": name, "arguments": {}});
@@ -292,7 +296,11 @@ fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
     let listed = inspector(&["--method", "tools/list"], Some(KEY));
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     let listed = listed.json();
-    assert_eq!(sorted_tool_names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    assert_eq!(
+        sorted_tool_names(&listed["result"]),
+        ["add", "get_weather"],
+        "{listed}"
+    );
     let weather = tool(&listed["result"], "get_weather");
     assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
     assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
@@ -395,7 +403,10 @@ fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
     let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
     assert!(out.get("aborted").is_none(), "{out}");
     let r = &out["results"];
-    assert_eq!(sorted_tool_names(&r[0]), ["get_current_time", "utc_time_mislabeled"]);
+    assert_eq!(
+        sorted_tool_names(&r[0]),
+        ["get_current_time", "utc_time_mislabeled"]
+    );
     for (i, zone) in [(1, "Europe/Paris"), (2, "UTC")] {
         assert_eq!(r[i]["is_error"], false, "{}\n{}", r[i], gw.log());
         let s = &r[i]["structured_content"];
@@ -472,7 +483,12 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
     let out = PyClient::V2("legacy").run(&gw.url, KEY, &steps);
     assert!(out.get("aborted").is_none(), "{out}");
     let r = &out["results"];
-    assert_eq!(sorted_tool_names(&r[0]), ["read_any", "read_text_file"], "{}", r[0]);
+    assert_eq!(
+        sorted_tool_names(&r[0]),
+        ["read_any", "read_text_file"],
+        "{}",
+        r[0]
+    );
     assert_eq!(tool(&r[0], "read_text_file")["inputSchema"], public_input);
 
     assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], gw.log());

@@ -51,7 +51,8 @@ async fn a_changed_contracts_directory_is_reloaded() {
 async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
-    gw.write_file("contracts/broken.yaml",
+    gw.write_file(
+        "contracts/broken.yaml",
         "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
     );
     retry_until(
@@ -109,7 +110,8 @@ async fn sighup_reloads_the_configuration() {
         401
     );
     // Same size and second as before would not be noticed by polling: SIGHUP must do it.
-    gw.write_file("narrowgate.yaml",
+    gw.write_file(
+        "narrowgate.yaml",
         &format!("contracts: contracts\n{}", config(true)),
     );
     let status = std::process::Command::new("kill")
@@ -144,14 +146,18 @@ async fn calls_in_flight_finish_under_their_version() {
         let c = client(&url, KEY).await;
         call(&c, "slow", json!({"ms": 2000})).await
     });
-    wait_for_counts(&alice, Duration::from_secs(10), "the slow call under way", |counts| {
-        counts.running == 1
-    })
+    wait_for_counts(
+        &alice,
+        Duration::from_secs(10),
+        "the slow call under way",
+        |counts| counts.running == 1,
+    )
     .await;
     gw.write_file("contracts/demo.yaml", ECHO_ONLY);
-    gw.wait_for(Duration::from_secs(15), "slow removed", |r| {
+    gw.wait_for_async(Duration::from_secs(15), "slow removed", |r| {
         r["tools"].get("slow").is_none()
-    });
+    })
+    .await;
     let e = call(&alice, "slow", json!({"ms": 1}))
         .await
         .expect_err("slow is gone for new calls");
@@ -194,14 +200,15 @@ async fn reloads_under_load_lose_no_call() {
         };
         gw.write_file("contracts/add.yaml", text);
         let added = round % 2 == 0;
-        gw.wait_for(Duration::from_secs(15), "the reload in force", |r| {
+        gw.wait_for_async(Duration::from_secs(15), "the reload in force", |r| {
             let add = &r["tools"]["add"];
             if added {
                 add["state"] == "enabled"
             } else {
                 add.is_null()
             }
-        });
+        })
+        .await;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (mut calls, mut failures) = (0, Vec::new());

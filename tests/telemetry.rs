@@ -500,9 +500,8 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
     );
     // The receipt is written before the answer, the log line right after it: wait for both lines.
     gw.wait_for_log(Duration::from_secs(10), "both calls' log lines", |log| {
-        let is_call = |l: &str| {
-            serde_json::from_str::<Value>(l).is_ok_and(|l| l["message"] == "tools/call")
-        };
+        let is_call =
+            |l: &str| serde_json::from_str::<Value>(l).is_ok_and(|l| l["message"] == "tools/call");
         log.lines().filter(|l| is_call(l)).count() >= 2
     });
     let log = gw.log();

@@ -455,9 +455,12 @@ mod tests {
             }
         });
         started.notified().await; // the first call is running
-        let mut second = std::pin::pin!(cache.run(key("a"), Duration::from_secs(60), LONGEST, async {
-            ((), Some(ok("second")))
-        }));
+        let mut second = std::pin::pin!(cache.run(
+            key("a"),
+            Duration::from_secs(60),
+            LONGEST,
+            async { ((), Some(ok("second"))) }
+        ));
         // Polled once, the duplicate is waiting on the first (nothing else could make it wait).
         let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(second.as_mut().poll(cx)));
         assert!(polled.await.is_pending(), "the duplicate did not wait");

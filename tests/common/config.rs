@@ -62,7 +62,10 @@ impl ConfigDir {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("contracts")).expect("contracts dir");
         let setup = ConfigDir { dir };
-        setup.write("narrowgate.yaml", &format!("contracts: contracts\n{config}"));
+        setup.write(
+            "narrowgate.yaml",
+            &format!("contracts: contracts\n{config}"),
+        );
         for (file, text) in contracts {
             setup.contract(file, text);
         }

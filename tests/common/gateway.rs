@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::config::ConfigDir;
 use super::raw::http_get;
 use super::redis::free_port;
-use super::wait::wait_until;
+use super::wait::{POLL_EVERY, wait_until, wait_until_async};
 
 /// A running gateway process, killed on drop. Its log is kept in its temporary folder.
 pub struct Gateway {
@@ -56,12 +56,14 @@ impl Gateway {
 
     /// Blocks until `/readyz` answers 200, or panics with the gateway's log.
     pub fn wait_ready(&self, within: Duration) {
-        wait_until(within, "the gateway's /readyz answering 200", || {
-            match http_get(&self.base, "/readyz") {
+        wait_until(
+            within,
+            "the gateway's /readyz answering 200",
+            || match http_get(&self.base, "/readyz") {
                 Some((200, _)) => Ok(()),
                 other => Err(format!("{other:?}; log:\n{}", self.log())),
-            }
-        });
+            },
+        );
     }
 
     /// The gateway's process id (to send it signals).
@@ -121,6 +123,26 @@ impl Gateway {
                 Err(format!("readyz: {readyz}\nlog:\n{}", self.log()))
             }
         });
+    }
+
+    /// Like [`wait_for`](Self::wait_for), pausing without blocking the test's runtime: for
+    /// tests whose own tasks (a load, a call in flight) must keep running meanwhile.
+    pub async fn wait_for_async(
+        &self,
+        within: Duration,
+        what: &str,
+        predicate: impl Fn(&Value) -> bool,
+    ) {
+        let log = || format!("log:\n{}", self.log());
+        wait_until_async(within, POLL_EVERY, what, log, async || {
+            let readyz = self.readyz();
+            if predicate(&readyz) {
+                Ok(())
+            } else {
+                Err(format!("readyz: {readyz}"))
+            }
+        })
+        .await;
     }
 
     /// Waits until `upstream` is up and the catalog has joined its tool list with `tools`'

@@ -59,5 +59,12 @@ pub async fn retry_until<T>(
     what: &str,
     attempt: impl AsyncFnMut() -> Result<T, String>,
 ) -> T {
-    wait_until_async(within, pause, what, || format!("log:\n{}", gw.log()), attempt).await
+    wait_until_async(
+        within,
+        pause,
+        what,
+        || format!("log:\n{}", gw.log()),
+        attempt,
+    )
+    .await
 }
