@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
-    concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of, wait_for_counts,
+    concurrent_calls, counter, demo_stdio_config, slow_tool, text_of, wait_for_counts,
 };
 use serde_json::json;
 
@@ -120,20 +120,19 @@ async fn invalid_json_rpc_from_an_upstream_is_survived() {
         started.elapsed() < Duration::from_secs(31),
         "answered within the default timeout"
     );
-    let r = retry_until(
-        &gw,
-        Duration::from_secs(20),
-        Duration::from_millis(100),
-        "the gateway's recovery",
-        async || {
-            let r = call_answered(&c, "echo", json!({"message": "still here"})).await;
-            match r.is_error {
-                Some(true) => Err(format!("{r:?}")),
-                _ => Ok(r),
-            }
-        },
-    )
-    .await;
+    let r = gw
+        .retry_until(
+            Duration::from_secs(20),
+            "the gateway's recovery",
+            async || {
+                let r = call_answered(&c, "echo", json!({"message": "still here"})).await;
+                match r.is_error {
+                    Some(true) => Err(format!("{r:?}")),
+                    _ => Ok(r),
+                }
+            },
+        )
+        .await;
     assert!(text_of(&r).contains("still here"));
 }
 

@@ -119,9 +119,28 @@ fn start_everything_gateway() -> (Everything, Gateway) {
         weather_output(),
         add_input()
     );
-    let gw = Gateway::start(&config, &[("everything.yaml", contract.as_str())]);
-    gw.wait_tools_joined("everything", &["get_weather", "add"]);
+    let tools = ["get_weather", "add"];
+    let gw = start_joined(
+        &config,
+        ("everything.yaml", &contract),
+        "everything",
+        &tools,
+    );
     (upstream, gw)
+}
+
+/// A gateway on `config` and one contract file, once `upstream` is up and its `tools` joined.
+fn start_joined(config: &str, contract: (&str, &str), upstream: &str, tools: &[&str]) -> Gateway {
+    let gw = Gateway::start(config, &[contract]);
+    gw.wait_tools_joined(upstream, tools);
+    gw
+}
+
+/// Asserts that /readyz says `tool`'s contract is proven narrower than its upstream tool.
+fn assert_proven_narrower(gw: &Gateway, tool: &str) {
+    let ready = gw.readyz();
+    let verdict = &ready["tools"][tool]["narrowing"];
+    assert_eq!(verdict, "proven narrower", "{tool}: {ready}");
 }
 
 /// The tool named `name` in a driver's `{"tools": [...]}` step result.
@@ -385,11 +404,9 @@ fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
         zones(json!(["UTC"])),
         output(json!({"const": "Europe/Paris"})),
     );
-    let gw = Gateway::start(&config, &[("time.yaml", contract.as_str())]);
-    gw.wait_tools_joined("time", &["get_current_time", "utc_time_mislabeled"]);
-    let ready = gw.readyz();
-    let verdict = &ready["tools"]["get_current_time"]["narrowing"];
-    assert_eq!(verdict, "proven narrower", "{ready}");
+    let tools = ["get_current_time", "utc_time_mislabeled"];
+    let gw = start_joined(&config, ("time.yaml", &contract), "time", &tools);
+    assert_proven_narrower(&gw, "get_current_time");
 
     let call = |name: &str, timezone: &str| json!({"op": "call", "name": name, "arguments": {"timezone": timezone}});
     let steps = json!([
@@ -463,11 +480,9 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
         public_input,
         read_input(json!({"type": "string"})),
     );
-    let gw = Gateway::start(&config, &[("files.yaml", contract.as_str())]);
-    gw.wait_tools_joined("files", &["read_text_file", "read_any"]);
-    let ready = gw.readyz();
-    let verdict = &ready["tools"]["read_text_file"]["narrowing"];
-    assert_eq!(verdict, "proven narrower", "{ready}");
+    let tools = ["read_text_file", "read_any"];
+    let gw = start_joined(&config, ("files.yaml", &contract), "files", &tools);
+    assert_proven_narrower(&gw, "read_text_file");
 
     let read =
         |name: &str, path: String| json!({"op": "call", "name": name, "arguments": {"path": path}});

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     BAD_WEATHER_TOOL, BOB, CAROL, Gateway, KEY, Raw, call, callers, client, demo_stdio_config,
-    receipts_command, receipts_json, retry_until, slow_tool,
+    receipts_command, receipts_json, slow_tool,
 };
 use narrowgate::contract::ContractSet;
 use narrowgate::contract::digest::sha256_of;
@@ -275,10 +275,8 @@ async fn the_receipts_command_filters_while_the_gateway_runs() {
         "the latest two, oldest first"
     );
     // The receipts age past `--since 1s`: no more than a second or two, and then none match.
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(10),
-        Duration::from_millis(100),
         "every receipt older than --since 1s",
         async || match count(&["--since", "1s"]) {
             0 => Ok(()),
@@ -555,10 +553,8 @@ async fn retention_prunes_old_receipts() {
         .expect("echo");
     let config = gw.config_path();
     assert_eq!(receipts_json(&config, &[]).len(), 1);
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(15),
-        Duration::from_millis(200),
         "the old receipt's pruning",
         async || match receipts_json(&config, &[]).as_slice() {
             [] => Ok(()),

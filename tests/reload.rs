@@ -7,8 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    BOB, Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
-    wait_for_counts,
+    BOB, Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, text_of, wait_for_counts,
 };
 use serde_json::json;
 
@@ -55,19 +54,13 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
         "contracts/broken.yaml",
         "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
     );
-    retry_until(
-        &gw,
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        "a logged refusal",
-        async || {
-            if gw.log().contains("reload refused") {
-                Ok(())
-            } else {
-                Err("no `reload refused` in the log".into())
-            }
-        },
-    )
+    gw.retry_until(Duration::from_secs(15), "a logged refusal", async || {
+        if gw.log().contains("reload refused") {
+            Ok(())
+        } else {
+            Err("no `reload refused` in the log".into())
+        }
+    })
     .await;
     assert!(
         gw.log().contains("privlege"),
@@ -77,10 +70,8 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     call_ok(&alice, "echo", json!({"message": "still"})).await;
     let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
     gw.write_file("narrowgate.yaml", broken_config);
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(15),
-        Duration::from_millis(100),
         "the broken config's refusal",
         async || match gw.log().matches("reload refused").count() {
             2.. => Ok(()),
@@ -119,19 +110,13 @@ async fn sighup_reloads_the_configuration() {
         .status()
         .expect("kill -HUP");
     assert!(status.success());
-    retry_until(
-        &gw,
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        "bob's admission",
-        async || {
-            let reply = raw.post(&[("authorization", &bob)], &init).await;
-            match reply.status {
-                200 => Ok(()),
-                _ => Err(format!("bob still refused: {reply:?}")),
-            }
-        },
-    )
+    gw.retry_until(Duration::from_secs(15), "bob's admission", async || {
+        let reply = raw.post(&[("authorization", &bob)], &init).await;
+        match reply.status {
+            200 => Ok(()),
+            _ => Err(format!("bob still refused: {reply:?}")),
+        }
+    })
     .await;
 }
 
@@ -266,10 +251,8 @@ async fn rate_limits_survive_a_reload() {
 
     // A new rate is a new limit: it applies to the next call.
     gw.write_file("contracts/demo.yaml", &limited("100/s"));
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(15),
-        Duration::from_millis(100),
         "the new rate in force",
         async || {
             let r = common::call_answered(&alice, "echo", json!({"message": "four"})).await;

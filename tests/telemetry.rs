@@ -12,7 +12,8 @@ mod otel;
 use std::time::{Duration, Instant};
 
 use common::{
-    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, result_text,
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, demo_stdio_config, echo_tool, receipts_json,
+    result_text,
 };
 use otel::prometheus::{Sample, parse_prometheus, value};
 use otel::{Collector, PyUpstream, hex_id};
@@ -23,7 +24,8 @@ const VERSION: &str = "2025-11-25";
 
 /// `tools/call` in `session` with `params` plus optional extra headers.
 async fn call(raw: &Raw, session: &str, params: Value, headers: &[(&str, &str)]) -> Value {
-    raw.request_with(Some(KEY), session, VERSION, "tools/call", params, headers)
+    raw.with_headers(headers)
+        .request(Some(KEY), session, VERSION, "tools/call", params)
         .await
         .message()
 }
@@ -238,16 +240,7 @@ async fn one_trace_from_client_to_upstream_over_http_protobuf() {
     one_trace_from_client_to_upstream("http/protobuf").await;
 }
 
-const DEMO_CONTRACT_START: &str = r#"upstream: demo
-tools:
-  echo:
-    privilege: read
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 20 } }
-      required: [message]
-      additionalProperties: false
-  limited:
+const LIMITED_TOOL: &str = r#"  limited:
     upstream_tool: echo
     privilege: read
     rate: 1/m
@@ -259,7 +252,13 @@ tools:
 
 /// echo, limited (echo at 1 call a minute) and bad_weather.
 fn demo_contract() -> String {
-    [DEMO_CONTRACT_START, BAD_WEATHER_TOOL].concat()
+    [
+        "upstream: demo\ntools:\n",
+        &echo_tool("echo", 20, ""),
+        LIMITED_TOOL,
+        BAD_WEATHER_TOOL,
+    ]
+    .concat()
 }
 
 fn demo_config(extra: &str) -> String {
@@ -499,12 +498,11 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
         "a call without context gets its own trace id: {fresh:?}"
     );
     // The receipt is written before the answer, the log line right after it: wait for both lines.
-    gw.wait_for_log(Duration::from_secs(10), "both calls' log lines", |log| {
+    let log = gw.wait_for_log(Duration::from_secs(10), "both calls' log lines", |log| {
         let is_call =
             |l: &str| serde_json::from_str::<Value>(l).is_ok_and(|l| l["message"] == "tools/call");
         log.lines().filter(|l| is_call(l)).count() >= 2
     });
-    let log = gw.log();
     let lines: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -17,6 +17,22 @@ pub const BAD_WEATHER_TOOL: &str = r#"  bad_weather:
       required: [temperature, conditions]
 "#;
 
+/// Contract YAML, one entry under `tools:`: `name` for the demo upstream's `echo` tool (a read),
+/// taking only a `message` of at most `max_length` characters, with the `extra` lines (such as
+/// `    rate: 1/m\n`).
+pub fn echo_tool(name: &str, max_length: u32, extra: &str) -> String {
+    let upstream_tool = if name == "echo" {
+        String::new()
+    } else {
+        "    upstream_tool: echo\n".to_string()
+    };
+    format!(
+        "  {name}:\n{upstream_tool}    privilege: read\n{extra}    input:\n      type: object\n      \
+         properties: {{ message: {{ type: string, maxLength: {max_length} }} }}\n      \
+         required: [message]\n      additionalProperties: false\n"
+    )
+}
+
 /// Contract YAML, one entry under `tools:`: `name` for the demo upstream's `slow` tool (sleeps
 /// `ms` milliseconds) with `privilege`, a 300 ms timeout and the `extra` lines.
 pub fn slow_tool(name: &str, privilege: &str, extra: &str) -> String {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::config::ConfigDir;
 use super::raw::http_get;
 use super::redis::free_port;
-use super::wait::{POLL_EVERY, wait_until, wait_until_async};
+use super::wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async};
 
 /// A running gateway process, killed on drop. Its log is kept in its temporary folder.
 pub struct Gateway {
@@ -96,15 +96,14 @@ impl Gateway {
 
     /// Polls the log until `predicate` holds for it, and returns that log; panics after `within`
     /// saying `what` was never logged.
-    pub fn wait_for_log(&self, within: Duration, what: &str, predicate: impl Fn(&str) -> bool) {
-        wait_until(within, what, || {
-            let log = self.log();
-            if predicate(&log) {
-                Ok(())
-            } else {
-                Err(format!("log:\n{log}"))
-            }
-        });
+    pub fn wait_for_log(
+        &self,
+        within: Duration,
+        what: &str,
+        predicate: impl Fn(&str) -> bool,
+    ) -> String {
+        let show = |log: &String| format!("log:\n{log}");
+        wait_for_value(within, what, || self.log(), |log| predicate(log), show)
     }
 
     /// The `/readyz` report.
@@ -115,14 +114,12 @@ impl Gateway {
 
     /// Polls `/readyz` until `predicate` holds, or panics after `within`.
     pub fn wait_for(&self, within: Duration, what: &str, predicate: impl Fn(&Value) -> bool) {
-        wait_until(within, what, || {
-            let readyz = self.readyz();
-            if predicate(&readyz) {
-                Ok(())
-            } else {
-                Err(format!("readyz: {readyz}\nlog:\n{}", self.log()))
-            }
-        });
+        wait_for_value(within, what, || self.readyz(), predicate, |r| self.shown(r));
+    }
+
+    /// A `/readyz` report and the log, for a failed wait's message.
+    fn shown(&self, readyz: &Value) -> String {
+        format!("readyz: {readyz}\nlog:\n{}", self.log())
     }
 
     /// Like [`wait_for`](Self::wait_for), pausing without blocking the test's runtime: for
@@ -134,15 +131,22 @@ impl Gateway {
         predicate: impl Fn(&Value) -> bool,
     ) {
         let log = || format!("log:\n{}", self.log());
-        wait_until_async(within, POLL_EVERY, what, log, async || {
-            let readyz = self.readyz();
-            if predicate(&readyz) {
-                Ok(())
-            } else {
-                Err(format!("readyz: {readyz}"))
-            }
-        })
-        .await;
+        let check = async || judged(self.readyz(), &predicate, |r| format!("readyz: {r}"));
+        wait_until_async(within, POLL_EVERY, what, log, check).await;
+    }
+
+    /// Runs `attempt` every 100 ms (attempts are calls or commands, not cheap reads) until it
+    /// returns `Ok`, and returns that; once `within` has passed, panics saying `what` did not
+    /// happen, with the last attempt's `Err` and this gateway's log. Async: the test's own tasks
+    /// keep running meanwhile.
+    pub async fn retry_until<T>(
+        &self,
+        within: Duration,
+        what: &str,
+        attempt: impl AsyncFnMut() -> Result<T, String>,
+    ) -> T {
+        let log = || format!("log:\n{}", self.log());
+        wait_until_async(within, Duration::from_millis(100), what, log, attempt).await
     }
 
     /// Waits until `upstream` is up and the catalog has joined its tool list with `tools`'

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::config::KEY;
 use super::raw::result_text;
-use super::wait::{POLL_EVERY, wait_until_async};
+use super::wait::{POLL_EVERY, judged, wait_until_async};
 
 /// An rmcp client connected through the gateway at `url` with the API key `key`.
 pub async fn client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
@@ -121,15 +121,8 @@ pub async fn wait_for_counts(
     what: &str,
     predicate: impl Fn(&UpstreamCounts) -> bool,
 ) -> UpstreamCounts {
-    wait_until_async(within, POLL_EVERY, what, String::new, async || {
-        let counts = upstream_counts(c).await;
-        if predicate(&counts) {
-            Ok(counts)
-        } else {
-            Err(format!("{counts:?}"))
-        }
-    })
-    .await
+    let check = async || judged(upstream_counts(c).await, &predicate, |c| format!("{c:?}"));
+    wait_until_async(within, POLL_EVERY, what, String::new, check).await
 }
 
 /// Makes the same call at the same time through each of `urls`, each from a client of its own

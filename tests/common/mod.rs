@@ -32,7 +32,7 @@ pub mod upstream;
 pub mod wait;
 
 pub use config::{BOB, CAROL, ConfigDir, KEY, callers, demo_stdio_config, hash_key};
-pub use contracts::{BAD_WEATHER_TOOL, slow_tool};
+pub use contracts::{BAD_WEATHER_TOOL, echo_tool, slow_tool};
 pub use gateway::Gateway;
 pub use mcp::{
     UpstreamCounts, assert_same_structured_content, call, call_answered, call_ok, client,
@@ -46,7 +46,7 @@ pub use raw::{
 pub use receipts::{receipts_command, receipts_json};
 pub use redis::{Redis, free_port};
 pub use upstream::{HttpUpstream, demo_upstream_bin};
-pub use wait::{POLL_EVERY, wait_until, wait_until_async};
+pub use wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async};
 
 use std::time::Duration;
 

@@ -63,6 +63,8 @@ impl Reply {
 pub struct Raw {
     pub url: String,
     client: reqwest::Client,
+    /// Added to every [`post`](Self::post) (see [`with_headers`](Self::with_headers)).
+    extra: Vec<(String, String)>,
 }
 
 impl Raw {
@@ -70,13 +72,27 @@ impl Raw {
         Raw {
             url: url.to_string(),
             client: reqwest::Client::new(),
+            extra: Vec::new(),
         }
     }
 
-    /// POSTs `body` with MCP's Accept header plus `headers`.
+    /// This client, adding `headers` to everything it [`post`](Self::post)s (a `traceparent`,
+    /// say).
+    pub fn with_headers(&self, headers: &[(&str, &str)]) -> Raw {
+        let mut extra = self.extra.clone();
+        extra.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Raw {
+            url: self.url.clone(),
+            client: self.client.clone(),
+            extra,
+        }
+    }
+
+    /// POSTs `body` with MCP's Accept header plus `headers` (and this client's own).
     pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> Reply {
         let mut all = vec![("accept", "application/json, text/event-stream")];
         all.extend_from_slice(headers);
+        all.extend(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         self.post_exactly(&all, body).await
     }
 
@@ -142,20 +158,6 @@ impl Raw {
         method: &str,
         params: Value,
     ) -> Reply {
-        self.request_with(key, session, version, method, params, &[])
-            .await
-    }
-
-    /// Like [`request`](Self::request), with `extra` headers (a `traceparent`, say).
-    pub async fn request_with(
-        &self,
-        key: Option<&str>,
-        session: &str,
-        version: &str,
-        method: &str,
-        params: Value,
-        extra: &[(&str, &str)],
-    ) -> Reply {
         let auth = key.map(|k| format!("Bearer {k}"));
         let mut headers = vec![
             ("mcp-session-id", session),
@@ -164,7 +166,6 @@ impl Raw {
         if let Some(a) = &auth {
             headers.push(("authorization", a.as_str()));
         }
-        headers.extend_from_slice(extra);
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
         self.post(&headers, &body.to_string()).await
     }

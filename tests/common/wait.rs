@@ -31,6 +31,32 @@ pub fn wait_until<T>(
     }
 }
 
+/// Reads a value every [`POLL_EVERY`] until `done` holds for it, and returns it; once `within`
+/// has passed, panics saying `what` did not happen, showing the last value with `show`.
+pub fn wait_for_value<T>(
+    within: Duration,
+    what: &str,
+    mut read: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+    show: impl Fn(&T) -> String,
+) -> T {
+    wait_until(within, what, || judged(read(), &done, &show))
+}
+
+/// `Ok(value)` when `done` holds for it, else `Err` showing it: the check that the waits on a
+/// value read again and again make of each reading.
+pub fn judged<T>(
+    value: T,
+    done: impl Fn(&T) -> bool,
+    show: impl Fn(&T) -> String,
+) -> Result<T, String> {
+    if done(&value) {
+        Ok(value)
+    } else {
+        Err(show(&value))
+    }
+}
+
 /// [`wait_until`] for async checks, pausing `pause` between attempts without blocking the
 /// runtime; `context` adds what helps to read a failure (a log, say) to the panic message.
 pub async fn wait_until_async<T>(

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::common::{
-    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, retry_until, structured_u64,
-    text_of, upstream_counts,
+    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, structured_u64, text_of,
+    upstream_counts,
 };
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n  slow:\n    privilege: write\n    timeout: 300ms\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n";
@@ -123,10 +123,8 @@ async fn a_call_that_times_out_is_cancelled_upstream() {
     let timed_out = call_answered(&alice, "slow", json!({"ms": 5000})).await;
     assert_eq!(timed_out.is_error, Some(true), "{timed_out:?}");
     let cancelled = |r: &rmcp::model::CallToolResult| structured_u64(r, "cancelled").unwrap_or(0);
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(3),
-        Duration::from_millis(100),
         "the upstream sees the call cancelled",
         async || {
             let seen = cancelled(&call_ok(&alice, "peek_counter", json!({})).await);
@@ -172,10 +170,8 @@ async fn a_call_whose_client_hangs_up_still_completes() {
         "the client should have given up: {hung_up:?}"
     );
 
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(5),
-        Duration::from_millis(100),
         "the abandoned call's receipt",
         async || {
             let receipts = common::receipts_json(&gw.config_path(), &["--tool", "slow"]);

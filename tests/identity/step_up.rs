@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::common::peers::{CLIENT_DEADLINE, PyClient, py_client_script, py2_python};
 use super::common::process::run;
 use super::common::{self, KEY, Raw, http_get};
-use super::support::{AUDIENCE, keys};
+use super::support::{AUDIENCE, RESOURCE_METADATA, assert_challenge, keys};
 use super::{BOB, HttpUpstream, V, call, call_once, listed, start_with_file, token};
 
 /// Proves: a caller that may use a tool but lacks its scopes sees it listed and gets HTTP 403
@@ -39,14 +39,8 @@ async fn step_up_403_names_the_missing_scope() {
         )
         .await;
         assert_eq!(reply.status, 403, "{reply:?}");
-        let challenge = reply.header("www-authenticate").unwrap_or_default();
-        assert!(
-            challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"weather:read\"")
-                && challenge.contains(
-                    "resource_metadata=\"https://gw.test/.well-known/oauth-protected-resource/mcp\""
-                ),
-            "{challenge}"
-        );
+        let start = "Bearer error=\"insufficient_scope\", scope=\"weather:read\"";
+        assert_challenge(&reply, start, "the step-up 403");
         // Other tools stay usable in the same session.
         let echo = call(&raw, credential, &session, "echo", json!({"message": "hi"})).await;
         assert_eq!(echo.status, 200, "{echo:?}");
@@ -172,7 +166,7 @@ print(json.dumps(out))
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let parsed = out.json();
-    let metadata_url = "https://gw.test/.well-known/oauth-protected-resource/mcp";
+    let metadata_url = RESOURCE_METADATA;
     assert_eq!(
         parsed["403"],
         json!({"error": "insufficient_scope", "scope": "weather:read", "resource_metadata": metadata_url})
@@ -212,7 +206,7 @@ async fn the_python_sdk_steps_up_by_itself() {
         &format!("  issuer: https://idp.test\n  audience: {AUDIENCE}\n"),
     )
     .replace("https://as.test", &authorization_server.base);
-    let gw = common::Gateway::start(&config, &[("demo.yaml", super::CONTRACTS)]);
+    let gw = common::Gateway::start(&config, &[("demo.yaml", super::contracts().as_str())]);
     let out = run(
         std::process::Command::new(py2_python())
             .arg(py_client_script("py2_oauth_client.py"))
