@@ -55,6 +55,7 @@ impl Gateway {
     }
 
     /// Blocks until `/readyz` answers 200, or panics with the gateway's log.
+    #[track_caller]
     pub fn wait_ready(&self, within: Duration) {
         wait_until(
             within,
@@ -96,6 +97,7 @@ impl Gateway {
 
     /// Polls the log until `predicate` holds for it, and returns that log; panics after `within`
     /// saying `what` was never logged.
+    #[track_caller]
     pub fn wait_for_log(
         &self,
         within: Duration,
@@ -113,6 +115,7 @@ impl Gateway {
     }
 
     /// Polls `/readyz` until `predicate` holds, or panics after `within`.
+    #[track_caller]
     pub fn wait_for(&self, within: Duration, what: &str, predicate: impl Fn(&Value) -> bool) {
         wait_for_value(within, what, || self.readyz(), predicate, |r| self.shown(r));
     }
@@ -152,6 +155,7 @@ impl Gateway {
     /// Waits until `upstream` is up and the catalog has joined its tool list with `tools`'
     /// contracts: /readyz can answer 200 a moment before the catalog rebuild that follows the
     /// upstream's listing.
+    #[track_caller]
     pub fn wait_tools_joined(&self, upstream: &str, tools: &[&str]) {
         self.wait_for(
             Duration::from_secs(30),

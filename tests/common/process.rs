@@ -29,6 +29,7 @@ impl Ran {
 }
 
 /// Runs `cmd` to completion (stdin closed), killing it and panicking after `within`.
+#[track_caller]
 pub fn run(cmd: &mut Command, within: Duration) -> Ran {
     let what = format!("{cmd:?}");
     let mut child = cmd
@@ -87,6 +88,7 @@ pub fn spawn_logged(command: &mut Command, log: &Path, what: &str) -> Child {
 
 /// Waits until `port` accepts connections, or panics with `log` once `child` exited or 30 s
 /// have passed.
+#[track_caller]
 pub fn wait_listening(port: u16, child: &mut Child, what: &str, log: &Path) {
     let log_text = || std::fs::read_to_string(log).unwrap_or_default();
     wait_until(

@@ -12,6 +12,7 @@ pub const POLL_EVERY: Duration = Duration::from_millis(20);
 /// Calls `check` every [`POLL_EVERY`] until it returns `Ok`, and returns that; once `within` has
 /// passed, panics saying `what` did not happen, with the last `Err` (what was seen instead).
 /// Blocking: for plain `#[test]`s and for conditions outside the async runtime's reach.
+#[track_caller]
 pub fn wait_until<T>(
     within: Duration,
     what: &str,
@@ -33,6 +34,7 @@ pub fn wait_until<T>(
 
 /// Reads a value every [`POLL_EVERY`] until `done` holds for it, and returns it; once `within`
 /// has passed, panics saying `what` did not happen, showing the last value with `show`.
+#[track_caller]
 pub fn wait_for_value<T>(
     within: Duration,
     what: &str,
