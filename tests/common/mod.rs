@@ -17,7 +17,6 @@
 //! - [`wait`]: polling a condition with a deadline, instead of sleeping;
 //! - `redis`: free ports and a real `redis-server` (std only: `src/` unit tests include it).
 #![allow(dead_code)] // each test crate uses a part of it
-#![allow(unused_imports)] // each test crate uses a part of the re-exports
 
 pub mod config;
 pub mod contracts;
@@ -31,21 +30,30 @@ mod redis;
 pub mod upstream;
 pub mod wait;
 
+#[allow(unused_imports)] // each test crate uses a part of them
 pub use config::{BOB, CAROL, ConfigDir, KEY, callers, demo_stdio_config, hash_key};
+#[allow(unused_imports)]
 pub use contracts::{BAD_WEATHER_TOOL, echo_tool, slow_tool};
+#[allow(unused_imports)]
 pub use gateway::Gateway;
+#[allow(unused_imports)]
 pub use mcp::{
     UpstreamCounts, assert_same_structured_content, call, call_answered, call_ok, client,
     concurrent_calls, counter, structured_u64, text_of, tool_names, tool_params, upstream_counts,
     wait_for_counts,
 };
+#[allow(unused_imports)]
 pub use raw::{
     Raw, Reply, http_get, initialize_body, result_text, sorted_tool_names, stateless_call_body,
     stateless_call_headers,
 };
+#[allow(unused_imports)]
 pub use receipts::{receipts_command, receipts_json};
+#[allow(unused_imports)]
 pub use redis::{Redis, free_port};
+#[allow(unused_imports)]
 pub use upstream::{HttpUpstream, demo_upstream_bin};
+#[allow(unused_imports)]
 pub use wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async};
 
 use std::time::Duration;
