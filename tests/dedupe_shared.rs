@@ -1,4 +1,4 @@
-//! `dedupe` across replicas (SPEC §4.8 with §2 `state: redis://…`) against the real binary: two
+//! `dedupe` across replicas (with `state: redis://…`) against the real binary: two
 //! gateways share a real `redis-server` and sit in front of ONE demo upstream over HTTP, whose
 //! process-wide counter shows how often a call really ran.
 
@@ -8,25 +8,25 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, HttpUpstream, KEY, Redis, assert_same_structured_content, call_answered, call_ok,
-    callers, client, concurrent_calls, counter, free_port, text_of, tool_params, wait_for_counts,
+    callers, client, concurrent_calls, contract_file, counter, counter_tool, free_port, text_of,
+    tool_params, wait_for_counts,
 };
 use rmcp::model::CallToolResult;
 use serde_json::json;
 
-const CONTRACT: &str = r#"upstream: demo
-tools:
-  count_once:
-    upstream_tool: counter
-    privilege: write
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  count_once_quickly:
-    upstream_tool: counter
-    privilege: write
-    timeout: 1s
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  peek_counter:
+/// count_once (dedupe), count_once_quickly (dedupe, 1 s timeout), peek_counter and echo.
+fn contract() -> String {
+    contract_file(
+        "demo",
+        &[
+            &counter_tool("count_once", "    dedupe: 60s\n"),
+            &counter_tool("count_once_quickly", "    timeout: 1s\n    dedupe: 60s\n"),
+            CONTRACT_REST,
+        ],
+    )
+}
+
+const CONTRACT_REST: &str = r#"  peek_counter:
     privilege: read
   echo:
     privilege: read
@@ -40,7 +40,7 @@ fn start(upstream: &HttpUpstream, port: u16) -> Gateway {
         upstream.url,
         callers(&[])
     );
-    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", contract().as_str())])
 }
 
 fn replayed(r: &CallToolResult) -> bool {

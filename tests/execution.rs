@@ -1,4 +1,4 @@
-//! Execution semantics (SPEC §4.8–9) against the demo upstream injecting faults on demand:
+//! Execution semantics against the demo upstream injecting faults on demand:
 //! timeouts, retries of idempotent tools only, at-most-once for the others, dedupe, invalid
 //! JSON-RPC from an upstream, and tool-list changes under load.
 
@@ -8,32 +8,27 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
-    concurrent_calls, counter, demo_stdio_config, slow_tool, text_of, wait_for_counts,
+    concurrent_calls, contract_file, counter, counter_tool, demo_stdio_config, slow_tool, text_of,
+    wait_for_counts,
 };
 use serde_json::json;
 
-/// slow_read (timing out, retried twice), slow_once (timing out), then the rest.
+/// slow_read (timing out, retried twice), slow_once (timing out), count_slowly (a write timing
+/// out), count_once (dedupe), then the rest.
 fn contract() -> String {
-    [
-        "upstream: demo\ntools:\n",
-        &slow_tool("slow_read", "read", "    retries: 2\n"),
-        &slow_tool("slow_once", "read", ""),
-        CONTRACT_REST,
-    ]
-    .concat()
+    contract_file(
+        "demo",
+        &[
+            &slow_tool("slow_read", "read", "    retries: 2\n"),
+            &slow_tool("slow_once", "read", ""),
+            &counter_tool("count_slowly", "    timeout: 300ms\n"),
+            &counter_tool("count_once", "    dedupe: 60s\n"),
+            CONTRACT_REST,
+        ],
+    )
 }
 
-const CONTRACT_REST: &str = r#"  count_slowly:
-    upstream_tool: counter
-    privilege: write
-    timeout: 300ms
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  count_once:
-    upstream_tool: counter
-    privilege: write
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  peek_counter:
+const CONTRACT_REST: &str = r#"  peek_counter:
     privilege: read
   garbage:
     privilege: read

@@ -1,8 +1,8 @@
-//! Identity and limits (SPEC §2 `oauth`, §4.6, §4.7) against the real binary: JWTs signed here with
-//! generated RSA, EC and Ed25519 keys (served from a JWKS file and a JWKS endpoint on loopback),
-//! the bad-token catalogue, RFC 9728 metadata and challenges, the step-up 403 (raw and through the
-//! official Python SDK), roles, API keys beside tokens, and rate limits in memory and shared by two
-//! gateways through a real `redis-server` (in identity/limits.rs).
+//! Identity and limits (`oauth`, scopes, roles, rate limits) against the real binary: JWTs
+//! signed here with generated RSA, EC and Ed25519 keys (served from a JWKS file and a JWKS
+//! endpoint on loopback), the bad-token catalogue, RFC 9728 metadata and challenges, the step-up
+//! 403 (raw and through the official Python SDK), roles, API keys beside tokens, and rate limits
+//! in memory and shared by two gateways through a real `redis-server` (in identity/limits.rs).
 
 mod common;
 #[path = "identity/limits.rs"]
@@ -13,8 +13,8 @@ mod step_up;
 mod support;
 
 use common::{
-    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, echo_tool, hash_key, http_get, result_text,
-    sorted_tool_names,
+    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, contract_file, echo_tool, hash_key, http_get,
+    result_text, sorted_tool_names,
 };
 use serde_json::{Value, json};
 use support::{
@@ -26,13 +26,14 @@ const V: &str = "2025-11-25";
 /// echo, limited_echo (echo at 2 calls a minute), get_weather (scope `weather:read`), counter
 /// and whoami.
 fn contracts() -> String {
-    [
-        "upstream: demo\ntools:\n",
-        &echo_tool("echo", 50, ""),
-        &echo_tool("limited_echo", 50, "    rate: 2/m\n"),
-        CONTRACTS_REST,
-    ]
-    .concat()
+    contract_file(
+        "demo",
+        &[
+            &echo_tool("echo", 50, ""),
+            &echo_tool("limited_echo", 50, "    rate: 2/m\n"),
+            CONTRACTS_REST,
+        ],
+    )
 }
 
 const CONTRACTS_REST: &str = r#"  get_weather:

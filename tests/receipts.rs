@@ -1,4 +1,4 @@
-//! Receipts (SPEC §4.11) and `narrowgate receipts` (SPEC §6) against the real binary and the
+//! Receipts and `narrowgate receipts` against the real binary and the
 //! demo upstream over stdio: one receipt per call for every outcome, durability under SIGKILL,
 //! redaction, retention, and the command's filters.
 

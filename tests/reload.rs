@@ -1,4 +1,4 @@
-//! Reload (SPEC §4.10): a changed configuration or contracts directory, or SIGHUP, puts a new
+//! Reload: a changed configuration or contracts directory, or SIGHUP, puts a new
 //! version in force after checking it whole; an invalid one is refused and the running version
 //! keeps serving; calls in flight finish under the version they started with; no call is lost.
 

@@ -1,4 +1,4 @@
-//! Telemetry (SPEC §4.12) against real peers: traces exported over OTLP (gRPC and HTTP/protobuf)
+//! Telemetry against real peers: traces exported over OTLP (gRPC and HTTP/protobuf)
 //! to the `rotel` collector, which forwards them to this repository's sink (tests/otel/otlp_sink.py);
 //! an instrumented Python SDK upstream (tests/otel/upstream.py) exporting its own SERVER spans;
 //! `/metrics` parsed as Prometheus text; JSON logs carrying the trace id.
@@ -12,8 +12,8 @@ mod otel;
 use std::time::{Duration, Instant};
 
 use common::{
-    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, demo_stdio_config, echo_tool, receipts_json,
-    result_text,
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, contract_file, demo_stdio_config, echo_tool,
+    receipts_json, result_text,
 };
 use otel::prometheus::{Sample, parse_prometheus, value};
 use otel::{Collector, PyUpstream, hex_id};
@@ -252,13 +252,10 @@ const LIMITED_TOOL: &str = r#"  limited:
 
 /// echo, limited (echo at 1 call a minute) and bad_weather.
 fn demo_contract() -> String {
-    [
-        "upstream: demo\ntools:\n",
-        &echo_tool("echo", 20, ""),
-        LIMITED_TOOL,
-        BAD_WEATHER_TOOL,
-    ]
-    .concat()
+    contract_file(
+        "demo",
+        &[&echo_tool("echo", 20, ""), LIMITED_TOOL, BAD_WEATHER_TOOL],
+    )
 }
 
 fn demo_config(extra: &str) -> String {

@@ -33,7 +33,7 @@ pub mod wait;
 #[allow(unused_imports)] // each test crate uses a part of them
 pub use config::{BOB, CAROL, ConfigDir, KEY, callers, demo_stdio_config, hash_key};
 #[allow(unused_imports)]
-pub use contracts::{BAD_WEATHER_TOOL, echo_tool, slow_tool};
+pub use contracts::{BAD_WEATHER_TOOL, contract_file, counter_tool, echo_tool, slow_tool};
 #[allow(unused_imports)]
 pub use gateway::Gateway;
 #[allow(unused_imports)]

@@ -6,20 +6,21 @@
 use serde_json::{Value, json};
 
 use super::common::{
-    self, BOB, Gateway, HttpUpstream, KEY, Raw, Reply, echo_tool, hash_key, stateless_call_body,
-    stateless_call_headers,
+    self, BOB, Gateway, HttpUpstream, KEY, Raw, Reply, contract_file, echo_tool, hash_key,
+    stateless_call_body, stateless_call_headers,
 };
 const PLAIN: &str = "application/json, text/event-stream";
 const TO_RMCP: &str = "application/json;q=1, text/event-stream";
 
 /// echo (a message of at most 20 characters), fail and whoami.
 fn contract() -> String {
-    [
-        "upstream: demo\ntools:\n",
-        &echo_tool("echo", 20, ""),
-        "  fail:\n    privilege: read\n  whoami:\n    privilege: read\n",
-    ]
-    .concat()
+    contract_file(
+        "demo",
+        &[
+            &echo_tool("echo", 20, ""),
+            "  fail:\n    privilege: read\n  whoami:\n    privilege: read\n",
+        ],
+    )
 }
 
 /// alice may call every tool, bob only `fail`; the log shows which path answered.

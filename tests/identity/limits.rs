@@ -1,4 +1,4 @@
-//! Rate limits (SPEC §4.7) against the real binary: bursts, per-tool limits, and limits shared by
+//! Rate limits against the real binary: bursts, per-tool limits, and limits shared by
 //! two gateways through a real `redis-server`, which fails closed when Redis is gone.
 
 use serde_json::{Value, json};
