@@ -6,10 +6,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use common::{demo_stdio_config, free_port};
+use common::{ConfigDir, demo_stdio_config, free_port};
 use serde_json::{Value, json};
 
 /// Runs `narrowgate ARGS`, feeding `stdin` when given.
@@ -38,34 +37,22 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A configuration file and its `contracts/` folder in a temporary directory.
-struct Setup {
-    dir: tempfile::TempDir,
+/// A configuration file and its `contracts/` folder in a temporary directory (a
+/// [`ConfigDir`], which it derefs to), and the commands run on it.
+struct Setup(ConfigDir);
+
+impl std::ops::Deref for Setup {
+    type Target = ConfigDir;
+
+    fn deref(&self) -> &ConfigDir {
+        &self.0
+    }
 }
 
 impl Setup {
     /// `config` is the YAML after `contracts: contracts`; `contracts` are (file, YAML) pairs.
     fn new(config: &str, contracts: &[(&str, &str)]) -> Setup {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join("contracts")).expect("contracts dir");
-        std::fs::write(
-            dir.path().join("narrowgate.yaml"),
-            format!("contracts: contracts\n{config}"),
-        )
-        .expect("write config");
-        let setup = Setup { dir };
-        for (file, text) in contracts {
-            setup.contract(file, text);
-        }
-        setup
-    }
-
-    fn contract(&self, file: &str, text: &str) {
-        std::fs::write(self.dir.path().join("contracts").join(file), text).expect("write contract");
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("narrowgate.yaml")
+        Setup(ConfigDir::new(config, contracts))
     }
 
     /// `narrowgate CMD --config FILE EXTRA...`
@@ -93,6 +80,11 @@ fn demo_stdio() -> String {
     demo_stdio_config("", "")
 }
 
+/// The string at `field` of `value` ("" when there is none: every check on it then fails).
+fn str_at<'a>(value: &'a Value, field: &str) -> &'a str {
+    value[field].as_str().unwrap_or_default()
+}
+
 fn tool_row<'a>(report: &'a Value, tool: &str) -> &'a Value {
     report["tools"]
         .as_array()
@@ -118,12 +110,8 @@ fn check_accepts_a_narrower_contract() {
     assert_eq!(row["status"], "enabled");
     assert_eq!(row["narrowing"]["verdict"], "narrower");
     assert_eq!(row["pin"], "unpinned");
-    assert!(
-        row["upstream_digest"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("sha256:") && d.len() == 71),
-        "{row}"
-    );
+    let d = str_at(row, "upstream_digest");
+    assert!(d.starts_with("sha256:") && d.len() == 71, "{row}");
     assert_eq!(report["ok"], true);
     let table = setup.run("check", &[]);
     assert_eq!(table.status.code(), Some(0));
@@ -255,20 +243,12 @@ fn check_reports_missing_upstream_tools_and_upstreams() {
     assert_eq!(code, 1, "{report:#}");
     let gone = tool_row(&report, "gone");
     assert_eq!(gone["status"], "disabled");
-    assert!(
-        gone["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("no tool `no_such_tool`")),
-        "{gone}"
-    );
+    let r = str_at(gone, "reason");
+    assert!(r.contains("no tool `no_such_tool`"), "{gone}");
     let orphan = tool_row(&report, "orphan");
     assert_eq!(orphan["status"], "disabled");
-    assert!(
-        orphan["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("`nowhere` is not configured")),
-        "{orphan}"
-    );
+    let r = str_at(orphan, "reason");
+    assert!(r.contains("`nowhere` is not configured"), "{orphan}");
     assert_eq!(
         report["problems"].as_array().map(Vec::len),
         Some(2),
@@ -307,12 +287,8 @@ fn check_verifies_pins() {
     assert_eq!(row["pinned"], wrong.as_str());
     assert_eq!(row["upstream_digest"], digest.as_str());
     assert_eq!(row["status"], "disabled");
-    assert!(
-        row["reason"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("pin mismatch")),
-        "{row}"
-    );
+    let r = str_at(row, "reason");
+    assert!(r.starts_with("pin mismatch"), "{row}");
     let table = stdout(&setup.run("check", &[]));
     assert!(
         table.contains("mismatch") && table.contains(&digest),
@@ -355,12 +331,8 @@ fn check_refuses_unusable_input_with_exit_2() {
     let (code, report) = setup.check_json(&[]);
     assert_eq!(code, 2);
     assert_eq!(report["ok"], false);
-    assert!(
-        report["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("listn")),
-        "{report}"
-    );
+    let e = str_at(&report, "error");
+    assert!(e.contains("listn"), "{report}");
 
     let setup = Setup::new(
         &demo_stdio(),

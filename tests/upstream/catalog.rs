@@ -144,12 +144,14 @@ pub fn base_tools() -> Vec<Tool> {
         }))),
         Tool::new(
             "peek_counter",
-            "Returns the counter without incrementing it, and how many `slow` calls were cancelled.",
+            "Returns the counter without incrementing it, how many `slow` calls were cancelled, and how \
+             many `counter` and `slow` calls are running now.",
             no_params(),
         )
         .with_raw_output_schema(object(json!({
             "type": "object",
-            "properties": {"count": {"type": "integer"}, "cancelled": {"type": "integer"}},
+            "properties": {"count": {"type": "integer"}, "cancelled": {"type": "integer"},
+                "running": {"type": "integer"}},
             "required": ["count"]
         }))),
         Tool::new(

@@ -25,6 +25,9 @@ struct Shared {
     counter: AtomicU64,
     /// How many `slow` calls were cancelled by their client before they finished.
     cancelled: AtomicU64,
+    /// How many `counter` and `slow` calls are running now: tests wait for a call to be under
+    /// way, or for every call to have finished, by polling this instead of sleeping.
+    running: AtomicU64,
     /// Fires on every tool-list change; feeds 2026-07-28 `subscriptions/listen` streams.
     list_changed: broadcast::Sender<()>,
 }
@@ -51,6 +54,7 @@ impl DemoUpstream {
                 extra_enabled: AtomicBool::new(false),
                 counter: AtomicU64::new(0),
                 cancelled: AtomicU64::new(0),
+                running: AtomicU64::new(0),
                 list_changed,
             }),
         }
@@ -93,6 +97,26 @@ impl DemoUpstream {
 
     pub fn counter(&self) -> u64 {
         self.shared.counter.load(Ordering::SeqCst)
+    }
+
+    /// Counts a `counter` or `slow` call as running until the guard is dropped (also when the
+    /// call's future is dropped on cancellation).
+    pub fn start_running(&self) -> Running {
+        self.shared.running.fetch_add(1, Ordering::SeqCst);
+        Running(self.shared.clone())
+    }
+
+    pub fn running(&self) -> u64 {
+        self.shared.running.load(Ordering::SeqCst)
+    }
+}
+
+/// A `counter` or `slow` call running, from [`DemoUpstream::start_running`] until dropped.
+pub struct Running(Arc<Shared>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

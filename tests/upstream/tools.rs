@@ -49,7 +49,8 @@ pub async fn call(
         "counter" => counter(server, &args).await,
         "peek_counter" => args.only(&[]).map(|()| {
             CallToolResult::structured(
-                json!({"count": server.counter(), "cancelled": server.cancelled()}),
+                json!({"count": server.counter(), "cancelled": server.cancelled(),
+                    "running": server.running()}),
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
@@ -185,7 +186,9 @@ async fn counter(server: &DemoUpstream, args: &Args<'_>) -> Result<CallToolResul
         Some(_) => args.uint("delay_ms", SLOW_MAX_MS)?,
         None => 0,
     };
+    let _running = server.start_running();
     let count = server.bump_counter();
+    // The tool's own delay (the behaviour callers ask for), not a wait for anything.
     tokio::time::sleep(Duration::from_millis(delay)).await;
     Ok(CallToolResult::structured(json!({"count": count})))
 }
@@ -211,6 +214,8 @@ async fn slow(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
     let ms = args.uint("ms", SLOW_MAX_MS)?;
+    let _running = server.start_running();
+    // The tool's own delay (the behaviour callers ask for), not a wait for anything.
     tokio::select! {
         () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms}"))),
         () = context.ct.cancelled() => {

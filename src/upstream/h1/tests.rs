@@ -212,8 +212,16 @@ async fn closed_connections_are_not_reused() {
         let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
         assert_eq!(body_of(&mut answer).await, expected);
     }
-    // The third answer's connection was kept (nothing said close) but the server closed it.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // The third answer's connection was kept (nothing said close) but the server closed it:
+    // wait until the server has closed all three.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.closed.load(Ordering::SeqCst) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not close its first three connections within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
     assert_eq!(body_of(&mut answer).await, "2");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 4);
@@ -322,17 +330,23 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
     .expect("url");
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    // Told each time the server has written an answer's end.
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let end_written = ended.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
+            let end_written = end_written.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 // Each request fits one read here (a short POST on loopback).
                 while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
                     let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n";
                     let _ = socket.write_all(head.as_bytes()).await;
+                    // The behaviour under test: the end comes in a later write.
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     let _ = socket.write_all(b"0\r\n\r\n").await;
+                    end_written.notify_one();
                 }
             });
         }
@@ -341,7 +355,10 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
     for _ in 0..2 {
         let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
         assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // The end has arrived (unread) once the server has written it.
+        tokio::time::timeout(std::time::Duration::from_secs(10), ended.notified())
+            .await
+            .expect("the server writes the answer's end within 10 s");
         drop(answer);
     }
     assert_eq!(
