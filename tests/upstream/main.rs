@@ -18,6 +18,8 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod catalog;
+mod conformance;
+mod content;
 mod handler;
 mod tools;
 
@@ -134,13 +136,15 @@ async fn serve_http(
             .with_json_response(true);
     }
     // One shared state for the whole process: every session (or, stateless, every request)
-    // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global.
+    // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global; the
+    // log level and resource subscriptions are per session.
     let handler = DemoUpstream::new();
     let mut sessions = LocalSessionManager::default();
     if let Some(ms) = session_idle_ms {
         sessions.session_config.keep_alive = Some(Duration::from_millis(ms));
     }
-    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions.into(), config);
+    let service =
+        StreamableHttpService::new(move || Ok(handler.for_session()), sessions.into(), config);
     let app = axum::Router::new().nest_service("/mcp", service);
 
     let listener = tokio::net::TcpListener::bind((host, port))

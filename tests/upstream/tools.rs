@@ -10,6 +10,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use crate::catalog::{BIG_MAX_BYTES, CITIES, CRASH_EXIT_CODE, SECRET_MARKER, SLOW_MAX_MS};
+use crate::conformance;
 use crate::handler::DemoUpstream;
 
 /// Dispatches one `tools/call`.
@@ -55,6 +56,9 @@ pub async fn call(
         "garbage" => args.only(&[]).map(|()| garbage()),
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
+            if let Some(result) = conformance::call(server, name, args.map, context).await {
+                return result;
+            }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}"),
                 None,
