@@ -74,6 +74,8 @@ cleanup() {
     if $keep; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+# A signal ends the script through the EXIT trap, so the processes it started stop with it.
+trap 'exit 2' INT TERM
 
 # wait_for_line FILE REGEX PID WHAT: prints the first match of REGEX in FILE once it appears; fails if
 # the process PID exits first or after STARTUP_SECONDS.
