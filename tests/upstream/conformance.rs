@@ -122,7 +122,7 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "test_reconnection",
-            "Answers after a short pause (the SSE polling scenario reconnects around it).",
+            "Over Streamable HTTP with a session, closes the call's SSE stream, then answers: the client gets the answer by reconnecting with Last-Event-ID (SEP-1699).",
             no_params(),
         ),
         Tool::new(
@@ -197,16 +197,47 @@ pub async fn call(
         "test_elicitation_sep1330_enums" => {
             elicit(context, "Elicitation completed", enums_form()).await
         }
-        "test_reconnection" => {
-            tokio::time::sleep(STEP * 2).await;
-            Ok(text("Reconnection test completed."))
-        }
+        "test_reconnection" => Ok(reconnection(server, context).await),
         "json_schema_2020_12_tool" => {
             Ok(text(format!("Received: {}", Value::Object(args.clone()))))
         }
         _ => return None,
     };
     Some(result)
+}
+
+/// Closes this call's SSE stream (when served over HTTP with sessions), then answers once the
+/// client has had time to reconnect; the answer waits in rmcp's cache for the resume either way.
+async fn reconnection(
+    server: &DemoUpstream,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let session = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|value| value.to_str().ok());
+    let closed = match (server.sessions(), session) {
+        (Some(sessions), Some(session)) => {
+            match sessions
+                .close_request_stream(session, &context.id.to_string())
+                .await
+            {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(%error, "test_reconnection could not close its SSE stream");
+                    false
+                }
+            }
+        }
+        _ => false,
+    };
+    tokio::time::sleep(STEP * 4).await;
+    text(if closed {
+        "Reconnection test completed: this answer arrived after the SSE stream was closed."
+    } else {
+        "Reconnection test completed (no SSE session here, so the stream stayed open)."
+    })
 }
 
 fn text(text: impl Into<String>) -> CallToolResult {

@@ -21,6 +21,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::broadcast;
 
+use crate::reconnect::Sessions;
 use crate::{catalog, conformance, content, tools};
 
 /// Process-wide state shared by every clone of the handler (every session or request).
@@ -54,6 +55,8 @@ struct Session {
 pub struct DemoUpstream {
     shared: Arc<Shared>,
     session: Arc<Session>,
+    /// The HTTP session manager, when serving Streamable HTTP with sessions (`test_reconnection`).
+    sessions: Option<Arc<Sessions>>,
 }
 
 impl Default for DemoUpstream {
@@ -78,7 +81,18 @@ impl DemoUpstream {
                 list_changed,
             }),
             session: Arc::default(),
+            sessions: None,
         }
+    }
+
+    /// The same handler, able to close its callers' SSE streams through `sessions`.
+    pub fn with_sessions(mut self, sessions: Arc<Sessions>) -> Self {
+        self.sessions = Some(sessions);
+        self
+    }
+
+    pub fn sessions(&self) -> Option<&Sessions> {
+        self.sessions.as_deref()
     }
 
     /// A handler for a new session: the same process-wide state, fresh per-session state.
@@ -86,6 +100,7 @@ impl DemoUpstream {
         Self {
             shared: Arc::clone(&self.shared),
             session: Arc::default(),
+            sessions: self.sessions.clone(),
         }
     }
 

@@ -21,10 +21,12 @@ mod catalog;
 mod conformance;
 mod content;
 mod handler;
+mod reconnect;
 mod tools;
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
@@ -35,6 +37,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::DemoUpstream;
+use crate::reconnect::Sessions;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -138,13 +141,13 @@ async fn serve_http(
     // One shared state for the whole process: every session (or, stateless, every request)
     // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global; the
     // log level and resource subscriptions are per session.
-    let handler = DemoUpstream::new();
-    let mut sessions = LocalSessionManager::default();
+    let mut local = LocalSessionManager::default();
     if let Some(ms) = session_idle_ms {
-        sessions.session_config.keep_alive = Some(Duration::from_millis(ms));
+        local.session_config.keep_alive = Some(Duration::from_millis(ms));
     }
-    let service =
-        StreamableHttpService::new(move || Ok(handler.for_session()), sessions.into(), config);
+    let sessions = Arc::new(Sessions::new(local));
+    let handler = DemoUpstream::new().with_sessions(Arc::clone(&sessions));
+    let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     let app = axum::Router::new().nest_service("/mcp", service);
 
     let listener = tokio::net::TcpListener::bind((host, port))
