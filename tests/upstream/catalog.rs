@@ -153,6 +153,21 @@ pub fn base_tools() -> Vec<Tool> {
             "required": ["count"]
         }))),
         Tool::new(
+            "touch_resource",
+            "Sends notifications/resources/updated for `uri` to every session subscribed to it; returns how many sessions it reached.",
+            object(json!({
+                "type": "object",
+                "properties": {"uri": {"type": "string", "maxLength": 2048}},
+                "required": ["uri"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"notified": {"type": "integer"}},
+            "required": ["notified"]
+        }))),
+        Tool::new(
             "garbage",
             "Writes a line that is not JSON-RPC to stdout (stdio mode), then answers.",
             no_params(),

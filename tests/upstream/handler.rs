@@ -4,8 +4,7 @@
 // 2025-11-25 clients, and the conformance suite, use.
 #![allow(deprecated)]
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -22,6 +21,7 @@ use serde_json::json;
 use tokio::sync::broadcast;
 
 use crate::reconnect::Sessions;
+use crate::subscriptions::Subscriptions;
 use crate::{catalog, conformance, content, tools};
 
 /// Process-wide state shared by every clone of the handler (every session or request).
@@ -38,15 +38,37 @@ struct Shared {
     cancelled: AtomicU64,
     /// Fires on every tool-list change; feeds 2026-07-28 `subscriptions/listen` streams.
     list_changed: broadcast::Sender<()>,
+    /// Which sessions subscribed to which resources.
+    subscriptions: Arc<Subscriptions>,
+    /// Sessions started so far (their ids).
+    sessions: AtomicUsize,
 }
 
 /// State of one MCP session (one client connection; in stateless HTTP mode, one request).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Session {
+    /// Unique in this process (the key of its resource subscriptions).
+    id: usize,
     /// The level set by `logging/setLevel`; `None` (never set) lets every message through.
     log_level: Mutex<Option<LoggingLevel>>,
-    /// URIs this session subscribed to with `resources/subscribe`.
-    subscriptions: Mutex<BTreeSet<String>>,
+    /// The process-wide subscriptions, which forget this session when it ends.
+    subscriptions: Arc<Subscriptions>,
+}
+
+impl Session {
+    fn new(shared: &Shared) -> Arc<Self> {
+        Arc::new(Self {
+            id: shared.sessions.fetch_add(1, Ordering::SeqCst),
+            log_level: Mutex::default(),
+            subscriptions: Arc::clone(&shared.subscriptions),
+        })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.subscriptions.forget(self.id);
+    }
 }
 
 /// The demo upstream. Cheap to clone: process-wide state lives behind one `Arc`, per-session
@@ -68,19 +90,22 @@ impl Default for DemoUpstream {
 impl DemoUpstream {
     pub fn new() -> Self {
         let (list_changed, _) = broadcast::channel(16);
+        let shared = Arc::new(Shared {
+            base_tools: catalog::base_tools()
+                .into_iter()
+                .chain(conformance::tools())
+                .collect(),
+            extra_tool: catalog::extra_tool(),
+            extra_enabled: AtomicBool::new(false),
+            counter: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            list_changed,
+            subscriptions: Arc::default(),
+            sessions: AtomicUsize::new(0),
+        });
         Self {
-            shared: Arc::new(Shared {
-                base_tools: catalog::base_tools()
-                    .into_iter()
-                    .chain(conformance::tools())
-                    .collect(),
-                extra_tool: catalog::extra_tool(),
-                extra_enabled: AtomicBool::new(false),
-                counter: AtomicU64::new(0),
-                cancelled: AtomicU64::new(0),
-                list_changed,
-            }),
-            session: Arc::default(),
+            session: Session::new(&shared),
+            shared,
             sessions: None,
         }
     }
@@ -99,9 +124,15 @@ impl DemoUpstream {
     pub fn for_session(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
-            session: Arc::default(),
+            session: Session::new(&self.shared),
             sessions: self.sessions.clone(),
         }
+    }
+
+    /// Sends `notifications/resources/updated` for `uri` to the sessions subscribed to it;
+    /// returns how many it reached.
+    pub async fn touch_resource(&self, uri: &str) -> usize {
+        self.shared.subscriptions.notify_updated(uri).await
     }
 
     /// Sends `notifications/message` to the caller of `context` unless the session's
@@ -250,12 +281,12 @@ impl ServerHandler for DemoUpstream {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         if !content::exists(&request.uri) {
             return Err(content::not_found("Resource", &request.uri));
         }
-        lock(&self.session.subscriptions).insert(request.uri);
+        (self.shared.subscriptions).add(&request.uri, self.session.id, &context.peer);
         Ok(())
     }
 
@@ -264,7 +295,9 @@ impl ServerHandler for DemoUpstream {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        lock(&self.session.subscriptions).remove(&request.uri);
+        self.shared
+            .subscriptions
+            .remove(&request.uri, self.session.id);
         Ok(())
     }
 

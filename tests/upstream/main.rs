@@ -22,6 +22,7 @@ mod conformance;
 mod content;
 mod handler;
 mod reconnect;
+mod subscriptions;
 mod tools;
 
 use std::io::Write as _;

@@ -54,6 +54,12 @@ pub async fn call(
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
+        "touch_resource" => match args.only(&["uri"]).and_then(|()| args.string("uri")) {
+            Ok(uri) => Ok(CallToolResult::structured(
+                json!({"notified": server.touch_resource(uri).await}),
+            )),
+            Err(error) => Err(error),
+        },
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
             if let Some(result) = conformance::call(server, name, args.map, context).await {
