@@ -2,8 +2,9 @@
 //! `.peers/conformance` by `tests/setup-peers.sh`) against the repository's demo upstream, run by
 //! `tests/conformance/run.sh`, the same harness that measures the gateway
 //! (`tests/conformance/run.sh --through-gateway`). A missing suite fails with a pointer to the setup
-//! script. Also what the suite asks of the fixture but does not check: resource updates reach
-//! only subscribed sessions, and `logging/setLevel` filters per session.
+//! script. Also what the gateway's relays are measured against and the suite does not check:
+//! resource updates reach only subscribed sessions, `logging/setLevel` filters per session,
+//! `list_roots` asks the caller for its roots, and `echo_meta` shows the `_meta` that arrived.
 // Logging and resources/subscribe are deprecated by SEP-2577 (2026-07-28) in rmcp; 2025-11-25
 // sessions, which the suite and these tests use, still carry them.
 #![allow(deprecated)]
@@ -18,12 +19,13 @@ use std::time::{Duration, Instant};
 use common::peers::repo_root;
 use common::{HttpUpstream, demo_upstream_bin, tool_params};
 use rmcp::model::{
-    LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ListRootsResult,
+    LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam, Root,
     SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -268,4 +270,59 @@ async fn logging_level_filters_per_session() {
         s.logs.try_recv().is_err(),
         "more than the second call's three messages"
     );
+}
+
+/// A client that declares `roots` and answers `roots/list` with one root.
+#[derive(Clone)]
+struct WithRoots;
+
+const ROOT: &str = "file:///srv/narrowgate-test-root";
+
+impl ClientHandler for WithRoots {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_roots().build();
+        ClientConfig::new(capabilities, Implementation::new("roots-test", "1"))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(vec![Root::new(ROOT)]))
+    }
+}
+
+/// Proves `list_roots` sends `roots/list` to a caller that declared `roots` and returns its
+/// answer, and refuses (a tool error, no request) a caller that did not.
+#[tokio::test]
+async fn list_roots_asks_the_caller() {
+    let upstream = HttpUpstream::start(&[]);
+    let with = WithRoots
+        .serve(StreamableHttpClientTransport::from_uri(
+            upstream.url.as_str(),
+        ))
+        .await
+        .expect("connect");
+    let call = || tool_params("list_roots", json!({}));
+    let result = with.call_tool(call()).await.expect("list_roots");
+    let roots = result.structured_content.expect("structured")["roots"].clone();
+    assert_eq!(roots, json!([{"uri": ROOT}]));
+
+    let without = session(&upstream.url).await;
+    let result = without.client.call_tool(call()).await.expect("list_roots");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+}
+
+/// Proves `echo_meta` returns the `_meta` keys the request carried, as they arrived.
+#[tokio::test]
+async fn echo_meta_returns_the_request_meta() {
+    let upstream = HttpUpstream::start(&[]);
+    let s = session(&upstream.url).await;
+    let mut params: CallToolRequestParams = tool_params("echo_meta", json!({}));
+    let meta = json!({"example.com/trace": "abc", "example.com/n": 7});
+    params.meta = Some(serde_json::from_value(meta).expect("meta"));
+    let result = s.client.call_tool(params).await.expect("echo_meta");
+    let echoed = &result.structured_content.expect("structured")["meta"];
+    assert_eq!(echoed["example.com/trace"], "abc", "{echoed}");
+    assert_eq!(echoed["example.com/n"], 7, "{echoed}");
 }

@@ -22,6 +22,7 @@ mod conformance;
 mod content;
 mod handler;
 mod reconnect;
+mod relay;
 mod subscriptions;
 mod tools;
 

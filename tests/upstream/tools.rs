@@ -10,8 +10,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use crate::catalog::{BIG_MAX_BYTES, CITIES, CRASH_EXIT_CODE, SECRET_MARKER, SLOW_MAX_MS};
-use crate::conformance;
 use crate::handler::DemoUpstream;
+use crate::{conformance, relay};
 
 /// Dispatches one `tools/call`.
 pub async fn call(
@@ -54,6 +54,11 @@ pub async fn call(
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
+        "list_roots" => match args.only(&[]) {
+            Ok(()) => Ok(relay::list_roots(context).await),
+            Err(error) => Err(error),
+        },
+        "echo_meta" => return relay::echo_meta(context),
         "touch_resource" => match args.only(&["uri"]).and_then(|()| args.string("uri")) {
             Ok(uri) => Ok(CallToolResult::structured(
                 json!({"notified": server.touch_resource(uri).await}),
