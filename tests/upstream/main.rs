@@ -2,8 +2,9 @@
 //!
 //! It is used by the example configuration (`cargo run --example demo-upstream`), by the
 //! integration tests (as a conforming and a deliberately non-conforming upstream) and by the
-//! benchmarks. It serves a fixed set of tools (see `catalog.rs`) over either stdio or Streamable
-//! HTTP:
+//! benchmarks. It serves a fixed set of tools (see `catalog.rs`), and everything the official MCP
+//! conformance suite's server scenarios call (`conformance.rs`: tools; `content.rs`: resources,
+//! prompts, completions), over either stdio or Streamable HTTP:
 //!
 //! ```text
 //! demo-upstream stdio
