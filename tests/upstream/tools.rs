@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{BIG_MAX_BYTES, CITIES, CRASH_EXIT_CODE, SECRET_MARKER, SLOW_MAX_MS};
 use crate::handler::DemoUpstream;
+use crate::{conformance, relay};
 
 /// Dispatches one `tools/call`.
 pub async fn call(
@@ -54,8 +55,22 @@ pub async fn call(
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
+        "list_roots" => match args.only(&[]) {
+            Ok(()) => Ok(relay::list_roots(context).await),
+            Err(error) => Err(error),
+        },
+        "echo_meta" => return relay::echo_meta(context),
+        "touch_resource" => match args.only(&["uri"]).and_then(|()| args.string("uri")) {
+            Ok(uri) => Ok(CallToolResult::structured(
+                json!({"notified": server.touch_resource(uri).await}),
+            )),
+            Err(error) => Err(error),
+        },
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
+            if let Some(result) = conformance::call(server, name, args.map, context).await {
+                return result;
+            }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}"),
                 None,
