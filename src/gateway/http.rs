@@ -409,17 +409,17 @@ fn step_up(
 }
 
 /// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown
-/// session, so session ids cannot be probed either.
+/// session, so session ids cannot be probed either. A session id with no known owner is 404 too
+/// (fail closed).
 async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> Response {
     let Some(caller) = request.extensions().get::<Arc<Caller>>().cloned() else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
     let presented = session_id(request.headers());
     if let Some(session) = &presented
-        && let Some(owner) = l.sessions.owner(session)
-        && owner != caller.name
+        && !l.sessions.admits(session, &caller.name)
     {
-        tracing::warn!(caller = %caller.name, "request refused: session belongs to another caller");
+        tracing::warn!(caller = %caller.name, "request refused: session unknown or another caller's");
         return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
     }
     let is_delete = request.method() == Method::DELETE;
