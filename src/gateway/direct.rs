@@ -10,8 +10,9 @@
 //!
 //! Only requests rmcp would accept as they are take this path. Common to both: `Content-Type`
 //! JSON, an `Accept` naming JSON and SSE without parameters, a body that is one `tools/call`
-//! request (no `inputResponses`/`requestState`) for a tool the catalog publishes, which maps no
-//! argument to a header. Stateless: no session, exactly one `MCP-Protocol-Version: 2026-07-28`,
+//! request (no `inputResponses`/`requestState`), whatever its tool (a tool that does not exist or
+//! is not the caller's gets the same answer on the same path, so the content type tells nothing);
+//! stateless, a tool that maps no argument to a header. Stateless: no session, exactly one `MCP-Protocol-Version: 2026-07-28`,
 //! `Mcp-Method: tools/call` and a plain `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`,
 //! `_meta` with the protocol version and client capabilities. In a session: one session id
 //! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
@@ -183,10 +184,15 @@ impl DirectCall {
             && message.method == "tools/call"
             && params.input_responses.is_none()
             && params.request_state.is_none()
-            && gateway
-                .catalog()
-                .exposed(&params.name)
-                .is_some_and(|tool| !tool.param_headers);
+            // Whether the tool exists, or is the caller's, must not change the path (nor so the
+            // content type of the answer): a name that is no published tool qualifies too, and is
+            // answered `Unknown tool` exactly like a tool the caller may not use. Only a stateless
+            // call of a tool that maps arguments to headers is left to rmcp.
+            && (lifecycle != Lifecycle::Stateless
+                || gateway
+                    .catalog()
+                    .exposed(&params.name)
+                    .is_none_or(|tool| !tool.param_headers));
         qualifies.then_some(DirectCall {
             lifecycle,
             id: message.id,

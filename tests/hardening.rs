@@ -1,0 +1,114 @@
+//! What a hostile or careless client can send, against the real binary: probing for tools the
+//! caller may not use, names and identities built to forge log lines or flood receipts, request
+//! ids reused while in flight.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Gateway, KEY, Raw, Reply, demo_stdio_config, hash_key};
+use serde_json::{Value, json};
+
+const BOB: &str = "test-key-bob";
+
+/// `echo` and `slow` of the demo upstream, and `whoami` (bob may use only `echo`).
+const CONTRACT: &str = r#"upstream: demo
+tools:
+  echo:
+    privilege: read
+    input:
+      type: object
+      properties: { message: { type: string, maxLength: 20 } }
+      required: [message]
+      additionalProperties: false
+  slow:
+    privilege: read
+    timeout: 5s
+    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
+  whoami:
+    privilege: read
+"#;
+
+/// The demo upstream over stdio; alice may use every tool, bob only `echo`.
+fn start() -> Gateway {
+    let callers = format!(
+        "{}  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
+        common::callers(&[]),
+        hash_key(BOB)
+    );
+    let gw = Gateway::spawn(
+        &demo_stdio_config(&callers, ""),
+        &[("demo.yaml", CONTRACT)],
+        &[],
+    );
+    gw.wait_ready(Duration::from_secs(60));
+    gw
+}
+
+/// The headers of a request in `session` at `version` as the caller with `key`.
+fn in_session<'a>(key: &'a str, session: &'a str, version: &'a str) -> Vec<(&'a str, String)> {
+    vec![
+        ("authorization", format!("Bearer {key}")),
+        ("mcp-session-id", session.to_string()),
+        ("mcp-protocol-version", version.to_string()),
+    ]
+}
+
+async fn post(raw: &Raw, headers: &[(&str, String)], body: &Value) -> Reply {
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    raw.post(&headers, &body.to_string()).await
+}
+
+/// A `tools/call` request of `name` with id `id`.
+fn call_body(id: Value, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}})
+}
+
+/// An SSE body with its event ids (a per-session counter) blanked, so two streams compare by
+/// what they carry.
+fn without_event_ids(body: &str) -> String {
+    body.lines()
+        .map(|l| if l.starts_with("id:") { "id:" } else { l })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Proves: inside a session, at every session version, a tool that exists but is not the
+/// caller's and a tool that does not exist get the same answer: same status, same content type,
+/// same body byte for byte once the name is swapped (SSE event ids, a per-request counter,
+/// blanked). Before the fix the first was answered as JSON by the gateway's direct path and the
+/// second as an SSE stream by rmcp, which told them apart at a glance.
+#[tokio::test]
+async fn forbidden_and_unknown_tools_are_answered_alike_in_sessions() {
+    let gw = start();
+    let raw = Raw::new(&gw.url);
+    for version in ["2025-11-25", "2025-06-18", "2025-03-26"] {
+        let session = raw.open_session(Some(BOB), version).await;
+        let headers = in_session(BOB, &session, version);
+        let forbidden = post(&raw, &headers, &call_body(json!(4), "slow", json!({}))).await;
+        let unknown = post(&raw, &headers, &call_body(json!(4), "nope", json!({}))).await;
+        assert_eq!(forbidden.status, 200, "{version}: {forbidden:?}");
+        assert_eq!(forbidden.status, unknown.status, "{version}");
+        assert_eq!(
+            forbidden.header("content-type"),
+            unknown.header("content-type"),
+            "{version}: content types differ"
+        );
+        assert_eq!(
+            without_event_ids(&forbidden.body).replace("slow", "nope"),
+            without_event_ids(&unknown.body),
+            "{version}: bodies differ"
+        );
+        assert_eq!(
+            forbidden.message()["error"]["code"],
+            -32602,
+            "{forbidden:?}"
+        );
+        assert_eq!(
+            forbidden.message()["error"]["message"],
+            "Unknown tool: slow",
+            "{forbidden:?}"
+        );
+    }
+}
