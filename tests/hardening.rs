@@ -112,3 +112,40 @@ async fn forbidden_and_unknown_tools_are_answered_alike_in_sessions() {
         );
     }
 }
+
+/// Proves: a tool name that no tool can have (300 KB, with a newline) is answered `Unknown tool`
+/// with the name escaped and cut to 64 characters plus its length; its receipt records that
+/// short form and no digest of the call's (unredacted) arguments; the gateway's log gets neither
+/// the forged line nor the 300 KB.
+#[tokio::test]
+async fn malformed_tool_names_are_bounded_everywhere() {
+    let gw = start();
+    let raw = Raw::new(&gw.url);
+    let name = format!("{}\nFORGED level=INFO tools/call", "x".repeat(300_000));
+    let reply = raw
+        .call_in_new_session(KEY, "2025-11-25", &name, json!({"pin": "1234"}))
+        .await;
+    let shown = format!("{}…[{} bytes]", "x".repeat(64), name.len());
+    assert_eq!(
+        reply.message()["error"]["message"],
+        format!("Unknown tool: {shown}"),
+        "{:.300}",
+        reply.body
+    );
+    assert!(
+        reply.body.len() < 1024,
+        "{} bytes answered",
+        reply.body.len()
+    );
+    let receipts = common::receipts_json(&gw.config_path(), &[]);
+    let receipt = receipts.last().expect("a receipt");
+    assert_eq!(receipt["tool"], shown.as_str(), "{receipt:#}");
+    assert_eq!(receipt["outcome"], "denied");
+    assert_eq!(receipt["arguments_digest"], Value::Null, "{receipt:#}");
+    let log = gw.log();
+    assert!(
+        !log.lines().any(|l| l.starts_with("FORGED")),
+        "a forged log line:\n{log:.2000}"
+    );
+    assert!(log.len() < 64 * 1024, "the log grew to {} bytes", log.len());
+}

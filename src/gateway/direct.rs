@@ -207,7 +207,7 @@ impl DirectCall {
             id,
             mut params,
         } = self;
-        tracing::debug!(tool = %params.name, ?lifecycle, "tools/call answered without rmcp");
+        tracing::debug!(tool = %crate::policy::names::shown_tool(&params.name), ?lifecycle, "tools/call answered without rmcp");
         // rmcp hands the handler the request's `_meta` apart from its parameters; so does this.
         let meta = params.meta.take().unwrap_or_default();
         let inbound = Inbound {

@@ -129,7 +129,11 @@ pub async fn serve<T: ToolOutcome>(
             };
             let mut attributes = vec![
                 KeyValue::new("mcp.method.name", method),
-                KeyValue::new("jsonrpc.request.id", inbound.id.to_string()),
+                // The client's id may be a string of any length: bounded like any client text.
+                KeyValue::new(
+                    "jsonrpc.request.id",
+                    crate::policy::names::shown_text(&inbound.id.to_string(), 128).into_owned(),
+                ),
                 KeyValue::new("jsonrpc.protocol.version", "2.0"),
                 KeyValue::new("network.transport", "tcp"),
                 KeyValue::new("network.protocol.name", "http"),
