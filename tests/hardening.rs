@@ -149,3 +149,58 @@ async fn malformed_tool_names_are_bounded_everywhere() {
     );
     assert!(log.len() < 64 * 1024, "the log grew to {} bytes", log.len());
 }
+
+/// Proves: in a 2025-03-26 session, a request that reuses the id of a request still in flight
+/// is refused (HTTP 400, JSON-RPC -32600, id null) and the first request gets its own answer;
+/// once answered, the id may be used again. Before the fix rmcp routed the first request's
+/// answer (`slept 400`) to the second request's sender, and the first request got none.
+#[tokio::test]
+async fn a_request_id_in_flight_is_not_reused() {
+    let gw = start();
+    let version = "2025-03-26";
+    let session = Raw::new(&gw.url).open_session(Some(KEY), version).await;
+    let client = reqwest::Client::new();
+    let send = |ms: u64| {
+        client
+            .post(&gw.url)
+            .header("authorization", format!("Bearer {KEY}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", version)
+            .body(call_body(json!(5), "slow", json!({"ms": ms})).to_string())
+            .send()
+    };
+    // The first request's answer has begun (its headers are here): it is in flight.
+    let first = send(400).await.expect("first request answered");
+    let second = send(1500).await.expect("second request answered");
+    let second_status = second.status().as_u16();
+    let second_body = tokio::time::timeout(Duration::from_secs(10), second.text())
+        .await
+        .expect("the second answer ends")
+        .unwrap_or_default();
+    assert!(
+        !second_body.contains("slept 400"),
+        "the second request got the first one's answer: {second_body}"
+    );
+    let first_body = tokio::time::timeout(Duration::from_secs(10), first.text())
+        .await
+        .expect("the first request gets an answer")
+        .unwrap_or_default();
+    assert_eq!(second_status, 400, "{second_body}");
+    let refusal: Value = serde_json::from_str(&second_body).expect("a JSON-RPC error");
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert_eq!(refusal["id"], Value::Null, "{refusal}");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("request id already in use")),
+        "{refusal}"
+    );
+    assert!(first_body.contains("slept 400"), "{first_body}");
+    // Answered: the id is free again.
+    let again = send(1).await.expect("answered");
+    assert_eq!(again.status(), 200);
+    let text = again.text().await.unwrap_or_default();
+    assert!(text.contains("slept 1"), "{text}");
+}

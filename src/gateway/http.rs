@@ -23,6 +23,7 @@ use super::Gateway;
 use super::direct;
 use super::health;
 use super::live::Live;
+use super::request_ids::{self, RequestIds};
 use super::server::McpHandler;
 use super::sessions::{SessionOwners, requested_version};
 use crate::policy::resource::{self, METADATA_PATH};
@@ -35,6 +36,8 @@ struct Layers {
     /// Each layer reads the version in force per request, so reloads apply to new requests.
     live: Arc<Live>,
     sessions: Arc<SessionOwners>,
+    /// The request ids in flight in each session (a reused one is refused).
+    request_ids: Arc<RequestIds>,
     /// rmcp's sessions, which the direct path checks before answering in one.
     rmcp_sessions: Arc<LocalSessionManager>,
 }
@@ -62,6 +65,7 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     let layers = Layers {
         live: live.clone(),
         sessions: Arc::new(SessionOwners::default()),
+        request_ids: Arc::new(RequestIds::default()),
         rmcp_sessions,
     };
     let mcp_routes = Router::new()
@@ -430,20 +434,33 @@ async fn own_sessions(State(l): State<Layers>, request: Request, next: Next) -> 
         .headers()
         .get("mcp-method")
         .is_some_and(|m| m != "initialize");
-    let (request, opening) =
-        if presented.is_none() && request.method() == Method::POST && !names_another_method {
+    // A POST in a session holds its request ids in flight until answered: a request reusing one
+    // is refused, as rmcp would send one of the two answers to the other's sender.
+    let opens = presented.is_none() && !names_another_method;
+    let (request, opening, held) =
+        if request.method() == Method::POST && (opens || presented.is_some()) {
             let limit =
                 usize::try_from(l.live.current().config.max_request_bytes.0).unwrap_or(usize::MAX);
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
                 return StatusCode::PAYLOAD_TOO_LARGE.into_response();
             };
+            let held = match &presented {
+                Some(session) => match l.request_ids.hold(session, &bytes) {
+                    Some(held) => Some(held),
+                    None => return request_ids::id_in_use(),
+                },
+                None => None,
+            };
             let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
-            (request, Some(bytes))
+            (request, opens.then_some(bytes), held)
         } else {
-            (request, None)
+            (request, None, None)
         };
     let mut response = next.run(request).await;
+    if let Some(held) = held {
+        response = held.until_sent(response);
+    }
     match (&presented, session_id(response.headers())) {
         (None, Some(created)) => {
             let version = opening.as_deref().and_then(requested_version);

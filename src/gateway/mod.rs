@@ -13,6 +13,7 @@ pub mod health;
 pub mod http;
 pub mod live;
 pub mod pipeline;
+mod request_ids;
 pub mod server;
 mod sessions;
 

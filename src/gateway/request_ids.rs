@@ -1,0 +1,164 @@
+//! The JSON-RPC request ids in flight in each session: a request whose id is already in flight in
+//! its session is refused (HTTP 400, JSON-RPC -32600 `request id already in use`).
+//!
+//! Why: rmcp routes a session's answers back to the HTTP request that carried them by JSON-RPC
+//! request id (its session worker maps each id to the open response stream). A second request
+//! with an id still in flight takes that entry over, so the first request's answer goes out on
+//! the second request's stream, to the second request's sender, and the first request never
+//! gets one. JSON-RPC asks clients for unique ids; the gateway holds them to it rather than
+//! mix up answers. An id is free again once its answer has been sent (or its client has gone).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt as _;
+use rmcp::model::RequestId;
+
+/// Which ids are in flight in which session.
+#[derive(Default)]
+pub struct RequestIds {
+    in_flight: Mutex<HashMap<String, HashSet<RequestId>>>,
+}
+
+/// The ids of one HTTP request, held in flight until dropped.
+pub struct Held {
+    owner: Arc<RequestIds>,
+    session: String,
+    ids: Vec<RequestId>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut all = self.owner.lock();
+        if let Some(set) = all.get_mut(&self.session) {
+            for id in &self.ids {
+                set.remove(id);
+            }
+            if set.is_empty() {
+                all.remove(&self.session);
+            }
+        }
+    }
+}
+
+impl Held {
+    /// `response` with these ids held in flight until its body has been sent or dropped (an
+    /// SSE answer is written after the handler has returned the response).
+    pub fn until_sent(self, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        let body = body.map_frame(move |frame| {
+            let _held = &self;
+            frame
+        });
+        Response::from_parts(parts, Body::new(body))
+    }
+}
+
+/// The refusal of a request that reuses an id in flight. `id` is null: the answer must not be
+/// taken for the answer of the request that holds the id.
+pub fn id_in_use() -> Response {
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": -32600,
+        "message": "Invalid Request: request id already in use: another request with this id is \
+                    in flight in this session (JSON-RPC ids must be unique until answered)"}});
+    (StatusCode::BAD_REQUEST, axum::Json(error)).into_response()
+}
+
+impl RequestIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<RequestId>>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds the ids of the requests in `body` (one message or a batch) in flight in `session`;
+    /// `None` if one of them is in flight already (or appears twice in the batch). A body
+    /// without requests (notifications, responses) holds nothing.
+    pub fn hold(self: &Arc<Self>, session: &str, body: &Bytes) -> Option<Held> {
+        let ids = request_ids(body);
+        let held = Held {
+            owner: self.clone(),
+            session: session.to_string(),
+            ids: Vec::with_capacity(ids.len()),
+        };
+        if ids.is_empty() {
+            return Some(held);
+        }
+        let mut held = held;
+        let mut all = self.lock();
+        let set = all.entry(session.to_string()).or_default();
+        for id in ids {
+            if !set.insert(id.clone()) {
+                drop(all);
+                // `held` releases the ids inserted so far.
+                return None;
+            }
+            held.ids.push(id);
+        }
+        drop(all);
+        Some(held)
+    }
+}
+
+/// The ids of the JSON-RPC requests (messages with a `method` and an `id`) in `body`.
+fn request_ids(body: &[u8]) -> Vec<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        id: Option<RequestId>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Messages {
+        One(Message),
+        Batch(Vec<Message>),
+    }
+    let messages = match serde_json::from_slice::<Messages>(body) {
+        Ok(Messages::One(m)) => vec![m],
+        Ok(Messages::Batch(b)) => b,
+        Err(_) => return Vec::new(),
+    };
+    messages
+        .into_iter()
+        .filter(|m| m.method.is_some())
+        .filter_map(|m| m.id)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(text: &str) -> Bytes {
+        Bytes::from(text.to_string())
+    }
+
+    /// Proves: an id is refused while another request holds it in the same session, free again
+    /// once that request is done, and independent across sessions; numbers and strings are
+    /// different ids; a batch holding one id twice is refused and holds nothing afterwards;
+    /// notifications and responses hold nothing.
+    #[test]
+    fn an_id_in_flight_is_refused_until_released() {
+        let ids = Arc::new(RequestIds::default());
+        let call = body(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call"}"#);
+        let first = ids.hold("s", &call).expect("free");
+        assert!(ids.hold("s", &call).is_none(), "5 is in flight");
+        assert!(ids.hold("t", &call).is_some(), "another session");
+        let as_string = body(r#"{"jsonrpc":"2.0","id":"5","method":"ping"}"#);
+        let string = ids.hold("s", &as_string).expect("\"5\" is not 5");
+        drop(first);
+        assert!(ids.hold("s", &call).is_some(), "free again");
+        drop(string);
+        let twice = body(r#"[{"id":1,"method":"a"},{"id":2,"method":"b"},{"id":1,"method":"c"}]"#);
+        assert!(ids.hold("s", &twice).is_none());
+        assert!(ids.lock().is_empty(), "a refused batch holds nothing");
+        let note = body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let answer = body(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+        let (_n, _a) = (ids.hold("s", &note), ids.hold("s", &answer));
+        assert!(
+            ids.lock().is_empty(),
+            "nothing held for notifications and responses"
+        );
+    }
+}
