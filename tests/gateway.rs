@@ -5,6 +5,8 @@
 mod common;
 #[path = "gateway/direct.rs"]
 mod direct;
+#[path = "gateway/direct_switch.rs"]
+mod direct_switch;
 #[path = "gateway/forwarding.rs"]
 mod forwarding;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{
     Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 const BOB: &str = "test-key-bob";
 
@@ -272,4 +272,222 @@ async fn rate_limits_survive_a_reload() {
         },
     )
     .await;
+}
+
+/// A request sent in two halves over its own connection: its head (with `Expect:
+/// 100-continue`) first, its body when [`finish`](Self::finish) is called.
+struct HeldRequest {
+    stream: tokio::net::TcpStream,
+    body: String,
+}
+
+impl HeldRequest {
+    /// Sends the head of a stateless 2026-07-28 POST of `body` (JSON-RPC `method`, on `name`) as
+    /// the caller with `key`, then waits until the gateway reads the body (hyper answers `100
+    /// Continue` at its first read, which comes after the request was admitted).
+    async fn start(gw: &Gateway, key: &str, accept: &str, method: &str, body: Value) -> Self {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let address = gw.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect to the gateway");
+        let name = body["params"]["name"]
+            .as_str()
+            .map(|n| format!("mcp-name: {n}\r\n"))
+            .unwrap_or_default();
+        let body = body.to_string();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {key}\r\n\
+             accept: {accept}\r\ncontent-type: application/json\r\n\
+             mcp-protocol-version: 2026-07-28\r\nmcp-method: {method}\r\n{name}\
+             content-length: {}\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("send head");
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 256];
+        while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+                .await
+                .expect("100 Continue within 10 s")
+                .expect("read");
+            assert!(
+                n > 0,
+                "connection closed: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        let seen = String::from_utf8_lossy(&seen);
+        assert!(
+            seen.starts_with("HTTP/1.1 100"),
+            "not a 100 Continue: {seen}"
+        );
+        HeldRequest { stream, body }
+    }
+
+    /// Sends the body; the answer's status and JSON body.
+    async fn finish(mut self) -> (u16, Value) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        self.stream
+            .write_all(self.body.as_bytes())
+            .await
+            .expect("send body");
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            self.stream.read_to_end(&mut answer),
+        )
+        .await
+        .expect("an answer within 20 s")
+        .expect("read the answer");
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {answer}"));
+        let (_, body) = answer.split_once("\r\n\r\n").unwrap_or_default();
+        // Chunked or not, the JSON is between the first `{` and the last `}`.
+        let json = match (body.find('{'), body.rfind('}')) {
+            (Some(a), Some(b)) if a < b => {
+                serde_json::from_str(&body[a..=b]).unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        };
+        (status, json)
+    }
+}
+
+fn stateless_request(method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "reload-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+/// Proves: a request is checked and served by the version in force when it arrived, even when
+/// a reload puts another in force between its layers (here: while its body is being read, after
+/// admission and before authentication and the handlers). Version A has bob and `echo`;
+/// version B has neither (only `add`). Requests admitted under A and finished under B are
+/// authenticated by A (bob is let in), answered by A's catalog on the direct path (`echo`
+/// runs) and in rmcp's handler (`tools/call` with an `Accept` the direct path leaves to rmcp,
+/// and `tools/list`, which lists A's tools). New requests then get B.
+#[tokio::test]
+async fn a_reload_between_layers_does_not_split_a_request() {
+    let gw = Gateway::start(&config(true), &[("demo.yaml", ECHO_ONLY)]);
+    const PLAIN: &str = "application/json, text/event-stream";
+    const TO_RMCP: &str = "application/json;q=1, text/event-stream";
+    let echo = || {
+        stateless_request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "A"}}),
+        )
+    };
+    let held = [
+        HeldRequest::start(&gw, KEY, PLAIN, "tools/call", echo()).await,
+        HeldRequest::start(&gw, KEY, TO_RMCP, "tools/call", echo()).await,
+        HeldRequest::start(&gw, BOB, PLAIN, "tools/call", echo()).await,
+        HeldRequest::start(
+            &gw,
+            KEY,
+            PLAIN,
+            "tools/list",
+            stateless_request("tools/list", json!({})),
+        )
+        .await,
+    ];
+    // Version B: bob gone, `echo` gone, `add` in.
+    write(
+        &gw,
+        "narrowgate.yaml",
+        &format!("contracts: contracts\n{}", config(false)),
+    );
+    std::fs::remove_file(gw.config_dir().join("contracts/demo.yaml")).expect("remove demo.yaml");
+    write(&gw, "contracts/add.yaml", ADD);
+    gw.wait_for(Duration::from_secs(15), "version B in force", |r| {
+        r["tools"]["add"]["state"] == "enabled" && r["tools"].get("echo").is_none()
+    });
+    let [direct, by_rmcp, bob, list] = held;
+    for (what, request) in [
+        ("direct path", direct),
+        ("rmcp's handler", by_rmcp),
+        ("bob", bob),
+    ] {
+        let (status, answer) = request.finish().await;
+        assert_eq!(status, 200, "{what}: {answer}");
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "Echo: A",
+            "{what} was not served by the version it was admitted under: {answer}"
+        );
+    }
+    let (status, answer) = list.finish().await;
+    assert_eq!(status, 200, "{answer}");
+    let names: Vec<&str> = answer["result"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo"], "tools/list of version A: {answer}");
+
+    // New requests are admitted under B.
+    let (status, answer) = HeldRequest::start(&gw, BOB, PLAIN, "tools/call", echo())
+        .await
+        .finish()
+        .await;
+    assert_eq!(status, 401, "bob under version B: {answer}");
+    let (status, answer) = HeldRequest::start(&gw, KEY, PLAIN, "tools/call", echo())
+        .await
+        .finish()
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        answer["result"]["isError"] == true || answer.get("error").is_some(),
+        "echo under version B: {answer}"
+    );
+}
+
+/// Proves: `max_request_bytes` follows reloads for every request, those rmcp serves included
+/// (rmcp's own limit, fixed when it starts, is off): an `initialize` of ~5 KB is refused under a
+/// 2 KiB limit, served once the limit is raised, and refused again once it is lowered, with the
+/// limit in force named in the 413.
+#[tokio::test]
+async fn the_body_limit_follows_reloads() {
+    let limit = |size: &str| format!("{}max_request_bytes: {size}\n", config(false));
+    let gw = Gateway::start(&limit("2KiB"), &[("demo.yaml", ECHO_ONLY)]);
+    let raw = common::Raw::new(&gw.url);
+    let auth = format!("Bearer {KEY}");
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "x".repeat(5000), "version": "1"}}})
+    .to_string();
+    let reply = raw.post(&[("authorization", &auth)], &initialize).await;
+    assert_eq!(reply.status, 413, "{reply:?}");
+    assert!(reply.body.contains("(2048 bytes)"), "{reply:?}");
+
+    let reloads = |gw: &Gateway| gw.log().matches("configuration reloaded").count();
+    for (size, status, named) in [("64KiB", 200, ""), ("1KiB", 413, "(1024 bytes)")] {
+        let before = reloads(&gw);
+        write(
+            &gw,
+            "narrowgate.yaml",
+            &format!("contracts: contracts\n{}", limit(size)),
+        );
+        retry_until(
+            &gw,
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+            "a reload",
+            async || match reloads(&gw) > before {
+                true => Ok(()),
+                false => Err("not reloaded yet".to_string()),
+            },
+        )
+        .await;
+        let reply = raw.post(&[("authorization", &auth)], &initialize).await;
+        assert_eq!(reply.status, status, "under {size}: {reply:?}");
+        assert!(reply.body.contains(named), "under {size}: {reply:?}");
+    }
 }

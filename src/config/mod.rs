@@ -47,6 +47,13 @@ pub struct Config {
     pub receipts: Option<ReceiptsConfig>,
     #[serde(default = "default_state")]
     pub state: String,
+    /// Whether the gateway answers plain `tools/call` requests itself (`true`, the default) or
+    /// leaves every request to rmcp's Streamable HTTP service (`false`). Both answer alike, on
+    /// the MCP `path` only; the gateway's own path skips rmcp's per-request tasks and channels,
+    /// about a fifth of the gateway's CPU per call with one client (BENCHMARKS.md, item 6). Turn
+    /// it off to rule it out when chasing a protocol difference. Follows reloads.
+    #[serde(default = "yes")]
+    pub direct_calls: bool,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -202,6 +209,9 @@ fn default_max_request_bytes() -> ByteSize {
 }
 fn default_max_result_bytes() -> ByteSize {
     ByteSize(4 << 20)
+}
+fn yes() -> bool {
+    true
 }
 fn default_state() -> String {
     "memory".into()

@@ -4,7 +4,7 @@
 //! rmcp serves a request by handing it to a service task (a one-shot one per stateless request,
 //! the session's worker otherwise), which spawns the handler, whose answer comes back through
 //! channels: most of what the gateway spent per call beyond the pipeline itself (BENCHMARKS.md).
-//! Here the request is parsed once and answered in one task by the same [`answer_tools_call`]
+//! Here the request, parsed once by the HTTP layer, is answered in one task by the same [`answer_tools_call`]
 //! rmcp's handler uses, with the JSON body rmcp's `json_response` mode writes (in a session the
 //! answer is JSON rather than a one-event SSE stream: clients must accept both).
 //!
@@ -20,19 +20,19 @@
 //! session's `initialize` asked for, with no per-request version in `_meta`. Everything else,
 //! errors included, goes to rmcp unchanged, so its answers stay the reference.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, ErrorData, ProtocolVersion, RequestId, ServerResult,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Gateway;
+use super::message::{self, Message, Method, ToolsCall};
+use super::request::Admitted;
 use super::server::answer_tools_call;
 use crate::telemetry::Inbound;
 
@@ -63,9 +63,9 @@ impl Lifecycle {
 
 /// Answers `request` if it qualifies; hands it back otherwise. `session_version` is the
 /// version the request's session was opened with, if the session may be answered here (see the
-/// module's documentation).
+/// module's documentation). The request's version, caller and parsed body come from its
+/// [`Admitted`], filled by the layers before this one.
 pub async fn answer(
-    gateway: std::sync::Arc<Gateway>,
     session_version: impl std::future::Future<Output = Option<String>>,
     request: Request,
 ) -> Result<Response, Request> {
@@ -79,17 +79,16 @@ pub async fn answer(
     {
         return Err(request);
     }
-    // `check_body` has buffered the body already: reading it again is a copy-free move.
-    let limit = usize::try_from(gateway.config.max_request_bytes.0).unwrap_or(usize::MAX);
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        return Ok(StatusCode::PAYLOAD_TOO_LARGE.into_response());
+    let (mut parts, body) = request.into_parts();
+    let Some(admitted) = parts.extensions.get_mut::<Admitted>() else {
+        return Err(Request::from_parts(parts, body));
     };
-    let Some(call) = DirectCall::take(lifecycle, &parts.headers, &bytes, &gateway) else {
-        return Err(Request::from_parts(parts, Body::from(bytes)));
+    let Some(call) = DirectCall::take(lifecycle, &parts.headers, admitted) else {
+        return Err(Request::from_parts(parts, body));
     };
-    // Already in a task of its own (`http::in_own_task`): a client that goes away does not stop
-    // the call halfway (its upstream call completes and its receipt is written).
+    let gateway = admitted.gateway.clone();
+    // Already in a task of its own (`http::admit`): a client that goes away does not stop the
+    // call halfway (its upstream call completes and its receipt is written).
     Ok(call.answer(&gateway, &parts).await)
 }
 
@@ -136,17 +135,6 @@ fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle>
     stateless.then_some(Lifecycle::Stateless)
 }
 
-/// One JSON-RPC request, as far as this path reads it.
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: RequestId,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    params: CallToolRequestParams,
-}
-
 /// A `tools/call` this path answers.
 struct DirectCall {
     lifecycle: Lifecycle,
@@ -155,15 +143,22 @@ struct DirectCall {
 }
 
 impl DirectCall {
-    /// The call in `body`, if this path may answer it (see the module's documentation).
+    /// The call in the request's parsed body, taken out of it, if this path may answer it (see
+    /// the module's documentation); else the body is left as it is.
     fn take(
         lifecycle: Lifecycle,
         headers: &HeaderMap,
-        body: &[u8],
-        gateway: &Gateway,
+        admitted: &mut Admitted,
     ) -> Option<DirectCall> {
-        let message: Message<'_> = serde_json::from_slice(body).ok()?;
-        let params = message.params;
+        let Some(message::Body::One(Message {
+            jsonrpc_2: true,
+            id: Some(_),
+            method: Method::ToolsCall(ToolsCall::Params(params)),
+            ..
+        })) = &admitted.body
+        else {
+            return None;
+        };
         let meta_version = params.meta.as_ref().and_then(|m| m.protocol_version());
         let lifecycle_holds = match lifecycle {
             Lifecycle::Stateless => {
@@ -180,8 +175,6 @@ impl DirectCall {
             Lifecycle::Session(_) => meta_version.is_none(),
         };
         let qualifies = lifecycle_holds
-            && message.jsonrpc == "2.0"
-            && message.method == "tools/call"
             && params.input_responses.is_none()
             && params.request_state.is_none()
             // Whether the tool exists, or is the caller's, must not change the path (nor so the
@@ -189,13 +182,25 @@ impl DirectCall {
             // answered `Unknown tool` exactly like a tool the caller may not use. Only a stateless
             // call of a tool that maps arguments to headers is left to rmcp.
             && (lifecycle != Lifecycle::Stateless
-                || gateway
+                || admitted
+                    .gateway
                     .catalog()
                     .exposed(&params.name)
                     .is_none_or(|tool| !tool.param_headers));
-        qualifies.then_some(DirectCall {
+        if !qualifies {
+            return None;
+        }
+        let Some(message::Body::One(Message {
+            id: Some(id),
+            method: Method::ToolsCall(ToolsCall::Params(params)),
+            ..
+        })) = admitted.body.take()
+        else {
+            return None;
+        };
+        Some(DirectCall {
             lifecycle,
-            id: message.id,
+            id,
             params,
         })
     }
@@ -215,6 +220,9 @@ impl DirectCall {
             meta: &meta,
             parts: Some(parts),
             protocol: Some(lifecycle.version()),
+            caller: Admitted::of(Some(parts))
+                .and_then(|a| a.caller.as_deref())
+                .map(|c| c.name.as_str()),
         };
         let answer = answer_tools_call(gateway, params, inbound).await;
         let (status, reply) = match answer {
@@ -422,6 +430,7 @@ mod tests {
             meta: &meta,
             parts: None,
             protocol: None,
+            caller: None,
         };
         let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound);
         let size = std::mem::size_of_val(&call);

@@ -5,11 +5,39 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use super::catalog::Entry;
 use super::live::Live;
+use crate::telemetry;
+use crate::telemetry::metrics::UpstreamHealth;
+use crate::upstream::Status;
+
+/// `GET /metrics`: the Prometheus text, 404 unless `telemetry.metrics: true`.
+pub async fn metrics(State(live): State<Arc<Live>>) -> Response {
+    let gateway = live.current();
+    let upstreams: Vec<UpstreamHealth> = gateway
+        .upstreams
+        .iter()
+        .map(|(name, u)| {
+            let snapshot = u.snapshot();
+            UpstreamHealth {
+                name: name.clone(),
+                up: snapshot.status == Status::Up,
+                tools: snapshot.tools.len(),
+            }
+        })
+        .collect();
+    telemetry::metrics::render(&upstreams).unwrap_or_else(|| {
+        (
+            StatusCode::NOT_FOUND,
+            "Not Found: metrics are off (set telemetry.metrics: true)",
+        )
+            .into_response()
+    })
+}
 
 pub async fn healthz() -> &'static str {
     "ok"

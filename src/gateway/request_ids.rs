@@ -1,5 +1,6 @@
 //! The JSON-RPC request ids in flight in each session: a request whose id is already in flight in
-//! its session is refused (HTTP 400, JSON-RPC -32600 `request id already in use`).
+//! its session is refused (HTTP 400, JSON-RPC -32600 `request id already in use`: the layer's
+//! `Rejection::RequestIdInUse`).
 //!
 //! Why: rmcp routes a session's answers back to the HTTP request that carried them by JSON-RPC
 //! request id (its session worker maps each id to the open response stream). A second request
@@ -11,9 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, Bytes};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::body::Body;
+use axum::response::Response;
 use http_body_util::BodyExt as _;
 use rmcp::model::RequestId;
 
@@ -57,35 +57,27 @@ impl Held {
     }
 }
 
-/// The refusal of a request that reuses an id in flight. `id` is null: the answer must not be
-/// taken for the answer of the request that holds the id.
-pub fn id_in_use() -> Response {
-    let error = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": -32600,
-        "message": "Invalid Request: request id already in use: another request with this id is \
-                    in flight in this session (JSON-RPC ids must be unique until answered)"}});
-    (StatusCode::BAD_REQUEST, axum::Json(error)).into_response()
-}
-
 impl RequestIds {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<RequestId>>> {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Holds the ids of the requests in `body` (one message or a batch) in flight in `session`;
-    /// `None` if one of them is in flight already (or appears twice in the batch). A body
-    /// without requests (notifications, responses) holds nothing.
-    pub fn hold(self: &Arc<Self>, session: &str, body: &Bytes) -> Option<Held> {
-        let ids = request_ids(body);
-        let held = Held {
+    /// Holds `ids` (the request ids of one HTTP request: one message or a batch) in flight in
+    /// `session`; `None` if one of them is in flight already (or appears twice in the batch).
+    pub fn hold(
+        self: &Arc<Self>,
+        session: &str,
+        ids: impl IntoIterator<Item = RequestId>,
+    ) -> Option<Held> {
+        let mut held = Held {
             owner: self.clone(),
             session: session.to_string(),
-            ids: Vec::with_capacity(ids.len()),
+            ids: Vec::new(),
         };
-        if ids.is_empty() {
+        let mut ids = ids.into_iter().peekable();
+        if ids.peek().is_none() {
             return Some(held);
         }
-        let mut held = held;
         let mut all = self.lock();
         let set = all.entry(session.to_string()).or_default();
         for id in ids {
@@ -101,37 +93,17 @@ impl RequestIds {
     }
 }
 
-/// The ids of the JSON-RPC requests (messages with a `method` and an `id`) in `body`.
-fn request_ids(body: &[u8]) -> Vec<RequestId> {
-    #[derive(serde::Deserialize)]
-    struct Message {
-        id: Option<RequestId>,
-        method: Option<serde::de::IgnoredAny>,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum Messages {
-        One(Message),
-        Batch(Vec<Message>),
-    }
-    let messages = match serde_json::from_slice::<Messages>(body) {
-        Ok(Messages::One(m)) => vec![m],
-        Ok(Messages::Batch(b)) => b,
-        Err(_) => return Vec::new(),
-    };
-    messages
-        .into_iter()
-        .filter(|m| m.method.is_some())
-        .filter_map(|m| m.id)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn body(text: &str) -> Bytes {
-        Bytes::from(text.to_string())
+    /// The request ids of a JSON body, as the HTTP layer reads them.
+    fn body(text: &str) -> Vec<RequestId> {
+        let body = super::super::message::Body::parse(text.as_bytes()).expect("JSON");
+        body.messages()
+            .iter()
+            .filter_map(|m| m.request_id())
+            .collect()
     }
 
     /// Proves: an id is refused while another request holds it in the same session, free again
@@ -142,20 +114,20 @@ mod tests {
     fn an_id_in_flight_is_refused_until_released() {
         let ids = Arc::new(RequestIds::default());
         let call = body(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call"}"#);
-        let first = ids.hold("s", &call).expect("free");
-        assert!(ids.hold("s", &call).is_none(), "5 is in flight");
-        assert!(ids.hold("t", &call).is_some(), "another session");
+        let first = ids.hold("s", call.clone()).expect("free");
+        assert!(ids.hold("s", call.clone()).is_none(), "5 is in flight");
+        assert!(ids.hold("t", call.clone()).is_some(), "another session");
         let as_string = body(r#"{"jsonrpc":"2.0","id":"5","method":"ping"}"#);
-        let string = ids.hold("s", &as_string).expect("\"5\" is not 5");
+        let string = ids.hold("s", as_string).expect("\"5\" is not 5");
         drop(first);
-        assert!(ids.hold("s", &call).is_some(), "free again");
+        assert!(ids.hold("s", call.clone()).is_some(), "free again");
         drop(string);
         let twice = body(r#"[{"id":1,"method":"a"},{"id":2,"method":"b"},{"id":1,"method":"c"}]"#);
-        assert!(ids.hold("s", &twice).is_none());
+        assert!(ids.hold("s", twice).is_none());
         assert!(ids.lock().is_empty(), "a refused batch holds nothing");
         let note = body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         let answer = body(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
-        let (_n, _a) = (ids.hold("s", &note), ids.hold("s", &answer));
+        let (_n, _a) = (ids.hold("s", note), ids.hold("s", answer));
         assert!(
             ids.lock().is_empty(),
             "nothing held for notifications and responses"

@@ -15,9 +15,9 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
-use super::live::Live;
+use super::request::Admitted;
 use crate::policy::Caller;
-use crate::telemetry;
+use crate::telemetry::{self, Inbound};
 
 /// The protocol revisions the gateway serves (SPEC §5).
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -27,19 +27,38 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// One handler per session (or per stateless request): a cheap handle on the live gateway. Each
-/// request works with the version in force when it starts, so a session sees reloads.
-#[derive(Clone)]
-pub struct McpHandler {
-    pub live: Arc<Live>,
+/// rmcp's handler: one per session (or per stateless request), holding nothing. Each request is
+/// served by the version it was admitted under, which the HTTP layer put in the request's
+/// [`Admitted`] (rmcp hands the handler the HTTP request's `Parts` in the context's extensions).
+#[derive(Clone, Copy)]
+pub struct McpHandler;
+
+/// The admission of the HTTP request behind `extensions` (an rmcp context's).
+fn admitted_of(extensions: &rmcp::model::Extensions) -> Result<&Admitted, ErrorData> {
+    Admitted::of(extensions.get::<http::request::Parts>())
+        .ok_or_else(|| ErrorData::invalid_request("request was not admitted", None))
 }
 
 /// The caller the HTTP layer attached to this request.
-fn caller_of(parts: Option<&http::request::Parts>) -> Result<Arc<Caller>, ErrorData> {
-    parts
-        .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
-        .cloned()
+fn caller_of(admitted: &Admitted) -> Result<&Arc<Caller>, ErrorData> {
+    admitted
+        .caller
+        .as_ref()
         .ok_or_else(|| ErrorData::invalid_request("request is not authenticated", None))
+}
+
+/// What telemetry's SERVER span is made of, from rmcp's request context.
+fn inbound(context: &RequestContext<RoleServer>) -> Inbound<'_> {
+    let parts = context.extensions.get::<http::request::Parts>();
+    Inbound {
+        id: &context.id,
+        meta: &context.meta,
+        parts,
+        protocol: context.protocol_version(),
+        caller: Admitted::of(parts)
+            .and_then(|a| a.caller.as_deref())
+            .map(|c| c.name.as_str()),
+    }
 }
 
 impl ServerHandler for McpHandler {
@@ -64,7 +83,11 @@ impl ServerHandler for McpHandler {
     /// Tells a legacy session's client whenever the published tools change (SPEC §4.2: clients
     /// learn of re-narrowing). The task ends when the client is gone.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changes = self.live.current().watch_tools();
+        // Every version shares the one change signal: the admitted one's is everyone's.
+        let Ok(admitted) = admitted_of(&context.extensions) else {
+            return;
+        };
+        let mut changes = admitted.gateway.watch_tools();
         changes.mark_unchanged();
         tokio::spawn(async move {
             // Checked every few seconds too, so the task ends with its session even when the
@@ -96,7 +119,9 @@ impl ServerHandler for McpHandler {
 
     /// The 2026-07-28 way to learn of tool-list changes: a `subscriptions/listen` stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.live.current().watch_tools();
+        let mut changes = admitted_of(&context.request_context().extensions)?
+            .gateway
+            .watch_tools();
         changes.mark_unchanged();
         loop {
             tokio::select! {
@@ -116,7 +141,7 @@ impl ServerHandler for McpHandler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        telemetry::serve("initialize", None, (&context).into(), async || {
+        telemetry::serve("initialize", None, inbound(&context), async || {
             context.peer.set_peer_info(request.clone());
             self.negotiate_initialize(&request)
         })
@@ -128,7 +153,7 @@ impl ServerHandler for McpHandler {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        telemetry::serve("server/discover", None, (&context).into(), async || {
+        telemetry::serve("server/discover", None, inbound(&context), async || {
             Ok(DiscoverResult::from_server_info(
                 PROTOCOL_VERSIONS.to_vec(),
                 ServerHandler::get_info(self),
@@ -138,7 +163,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        telemetry::serve("ping", None, (&context).into(), async || Ok(())).await
+        telemetry::serve("ping", None, inbound(&context), async || Ok(())).await
     }
 
     async fn list_tools(
@@ -146,9 +171,10 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        telemetry::serve("tools/list", None, (&context).into(), async || {
-            let caller = caller_of(context.extensions.get::<http::request::Parts>())?;
-            let catalog = self.live.current().catalog();
+        telemetry::serve("tools/list", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            let caller = caller_of(admitted)?;
+            let catalog = admitted.gateway.catalog();
             let tools: Vec<Tool> = catalog
                 .exposed_tools()
                 .filter(|t| caller.may_use(&t.contract.name))
@@ -167,8 +193,8 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         // Boxed: the pipeline's future is large, and rmcp moves the handler's future into a
         // spawned task (a memcpy of all of it).
-        let gateway = self.live.current();
-        Box::pin(answer_tools_call(&gateway, request, (&context).into()))
+        let gateway = &admitted_of(&context.extensions)?.gateway;
+        Box::pin(answer_tools_call(gateway, request, inbound(&context)))
             .await
             .map(Into::into)
     }
@@ -179,12 +205,15 @@ impl ServerHandler for McpHandler {
 pub(super) async fn answer_tools_call(
     gateway: &Gateway,
     request: CallToolRequestParams,
-    inbound: telemetry::Inbound<'_>,
+    inbound: Inbound<'_>,
 ) -> Result<CallToolResult, ErrorData> {
     // Span names stay a bounded set: a name that is no exposed tool is the client's text.
     let known = gateway.catalog().exposed(&request.name).is_some();
     let tool = known.then(|| request.name.clone());
-    let caller = caller_of(inbound.parts);
+    let caller = Admitted::of(inbound.parts)
+        .ok_or_else(|| ErrorData::invalid_request("request was not admitted", None))
+        .and_then(caller_of)
+        .cloned();
     let protocol = inbound.protocol.clone();
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;

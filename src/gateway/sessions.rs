@@ -88,22 +88,6 @@ fn prune(sessions: &mut HashMap<String, Session>, idle: Duration) {
     sessions.retain(|_, s| s.seen.elapsed() < idle);
 }
 
-/// The `protocolVersion` an `initialize` request in `body` asks for.
-pub(super) fn requested_version(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Initialize {
-        method: String,
-        params: InitializeParams,
-    }
-    #[derive(serde::Deserialize)]
-    struct InitializeParams {
-        #[serde(rename = "protocolVersion")]
-        protocol_version: String,
-    }
-    let message: Initialize = serde_json::from_slice(body).ok()?;
-    (message.method == "initialize").then_some(message.params.protocol_version)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,13 +131,5 @@ mod tests {
         // A session whose initialize named no version is never answered directly.
         sessions.record("t", "alice", None);
         assert_eq!(sessions.version_if_recently_handled("t", minute), None);
-        assert_eq!(
-            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#),
-            Some("2025-11-25".to_string())
-        );
-        assert_eq!(
-            requested_version(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#),
-            None
-        );
     }
 }

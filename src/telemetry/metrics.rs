@@ -20,12 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-
-use crate::gateway::live::Live;
-use crate::upstream::Status;
 
 /// Upper bounds of the duration buckets, in seconds (MCP semantic conventions).
 const BUCKETS: [f64; 14] = [
@@ -235,36 +231,22 @@ fn label_set(labels: &[(&str, &str)]) -> String {
     out
 }
 
-/// `GET /metrics`: 404 unless `telemetry.metrics: true`.
-pub async fn handler(State(live): State<Arc<Live>>) -> Response {
-    let gateway = live.current();
+/// The body of `GET /metrics` (`None` while metrics are off), from the upstreams' health.
+/// The HTTP route is the gateway's (`gateway::health::metrics`): it knows the upstreams.
+pub fn render(upstreams: &[UpstreamHealth]) -> Option<Response> {
     if !super::metrics_enabled() {
-        return (
-            StatusCode::NOT_FOUND,
-            "Not Found: metrics are off (set telemetry.metrics: true)",
-        )
-            .into_response();
+        return None;
     }
-    let upstreams: Vec<UpstreamHealth> = gateway
-        .upstreams
-        .iter()
-        .map(|(name, u)| {
-            let snapshot = u.snapshot();
-            UpstreamHealth {
-                name: name.clone(),
-                up: snapshot.status == Status::Up,
-                tools: snapshot.tools.len(),
-            }
-        })
-        .collect();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        REGISTRY.render(&upstreams),
+    Some(
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            REGISTRY.render(upstreams),
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 #[cfg(test)]

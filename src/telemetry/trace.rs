@@ -20,17 +20,14 @@ use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, Trace
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
     InitializeResult, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject,
 };
-use rmcp::service::RequestContext;
 use tracing::Instrument as _;
 
 use super::metrics;
 use crate::config::UpstreamTransport;
-use crate::policy::Caller;
 use crate::receipts::Call;
 use crate::upstream::CallError;
 
@@ -66,24 +63,15 @@ impl ToolOutcome for InitializeResult {}
 impl ToolOutcome for DiscoverResult {}
 impl ToolOutcome for () {}
 
-/// What a SERVER span is made of: the request's id, `_meta`, HTTP request and protocol version.
-/// From rmcp's [`RequestContext`], or from the gateway's own stateless `tools/call` path.
+/// What a SERVER span is made of: the request's id, `_meta`, HTTP request, protocol version
+/// and caller. Filled by the gateway, from rmcp's request context or its own direct path.
 pub struct Inbound<'a> {
     pub id: &'a RequestId,
     pub meta: &'a RequestMetaObject,
     pub parts: Option<&'a http::request::Parts>,
     pub protocol: Option<ProtocolVersion>,
-}
-
-impl<'a> From<&'a RequestContext<RoleServer>> for Inbound<'a> {
-    fn from(context: &'a RequestContext<RoleServer>) -> Inbound<'a> {
-        Inbound {
-            id: &context.id,
-            meta: &context.meta,
-            parts: context.extensions.get::<http::request::Parts>(),
-            protocol: context.protocol_version(),
-        }
-    }
+    /// The caller's name, once authenticated.
+    pub caller: Option<&'a str>,
 }
 
 /// Handles one MCP request (`method`, on `target` for `tools/call`) inside its SERVER span.
@@ -154,8 +142,8 @@ pub async fn serve<T: ToolOutcome>(
             {
                 attributes.push(KeyValue::new("mcp.session.id", session.to_string()));
             }
-            if let Some(caller) = parts.and_then(|p| p.extensions.get::<Arc<Caller>>()) {
-                attributes.push(KeyValue::new("narrowgate.caller", caller.name.clone()));
+            if let Some(caller) = inbound.caller {
+                attributes.push(KeyValue::new("narrowgate.caller", caller.to_string()));
             }
             let mut builder = tracer
                 .span_builder(name)

@@ -1,0 +1,41 @@
+//! What one MCP request carries from the edge of the HTTP layers to its handler.
+//!
+//! The outermost MCP layer (`http::admit`) takes the version in force once and puts an
+//! [`Admitted`] into the request's extensions; every later layer adds what it learns to it (the
+//! parsed body, the caller), and the handlers (the direct path, and rmcp's, which gets the HTTP
+//! request's `Parts` in its context) read it from there. So a request is checked and served by
+//! one version of the configuration, whatever reloads happen while it is under way, and nothing
+//! is looked up or parsed twice.
+
+use std::sync::Arc;
+
+use super::Gateway;
+use super::message::Body;
+use crate::policy::Caller;
+
+/// One request's version of the gateway and what the layers learnt about it.
+#[derive(Clone)]
+pub struct Admitted {
+    /// The version in force when the request arrived: the one that checks and serves it.
+    pub gateway: Arc<Gateway>,
+    /// Set by authentication.
+    pub caller: Option<Arc<Caller>>,
+    /// A POST's body, parsed by `check_body`. Dropped before the request goes to rmcp, which
+    /// reads the bytes itself (so it is never cloned).
+    pub body: Option<Body>,
+}
+
+impl Admitted {
+    pub fn new(gateway: Arc<Gateway>) -> Admitted {
+        Admitted {
+            gateway,
+            caller: None,
+            body: None,
+        }
+    }
+
+    /// The request's admission, from the extensions of its HTTP request.
+    pub fn of(parts: Option<&http::request::Parts>) -> Option<&Admitted> {
+        parts.and_then(|p| p.extensions.get::<Admitted>())
+    }
+}
