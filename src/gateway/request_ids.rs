@@ -12,9 +12,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
 use axum::response::Response;
-use http_body_util::BodyExt as _;
+use http_body::{Frame, SizeHint};
 use rmcp::model::RequestId;
 
 /// Which ids are in flight in which session.
@@ -49,11 +52,40 @@ impl Held {
     /// SSE answer is written after the handler has returned the response).
     pub fn until_sent(self, response: Response) -> Response {
         let (parts, body) = response.into_parts();
-        let body = body.map_frame(move |frame| {
-            let _held = &self;
-            frame
-        });
-        Response::from_parts(parts, Body::new(body))
+        Response::from_parts(
+            parts,
+            Body::new(HeldBody {
+                inner: body,
+                _held: self,
+            }),
+        )
+    }
+}
+
+/// A body that holds request ids until it is dropped; otherwise the body it wraps, its length
+/// included (a JSON answer keeps its `Content-Length`).
+struct HeldBody {
+    inner: Body,
+    _held: Held,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -132,5 +164,24 @@ mod tests {
             ids.lock().is_empty(),
             "nothing held for notifications and responses"
         );
+    }
+
+    /// Proves: an answer holds its ids until its body is gone, and keeps its length (a JSON
+    /// answer is still sent with `Content-Length`, not chunked).
+    #[tokio::test]
+    async fn an_answer_holds_its_ids_until_sent_and_keeps_its_length() {
+        use http_body::Body as _;
+        let ids = Arc::new(RequestIds::default());
+        let held = ids
+            .hold("s", body(r#"{"id":1,"method":"ping"}"#))
+            .expect("free");
+        let response = held.until_sent(Response::new(Body::from("abc")));
+        assert_eq!(response.body().size_hint().exact(), Some(3));
+        assert!(ids.hold("s", body(r#"{"id":1,"method":"ping"}"#)).is_none());
+        let sent = axum::body::to_bytes(response.into_body(), 10)
+            .await
+            .expect("body");
+        assert_eq!(&sent[..], b"abc");
+        assert!(ids.lock().is_empty(), "released once sent");
     }
 }

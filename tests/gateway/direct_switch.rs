@@ -378,6 +378,7 @@ fn in_session_call(what: &str) -> bool {
         "tools/call rejected",
         "tools/call upstream error",
         "tools/call forbidden",
+        "tools/call unknown",
     ]
     .contains(&what)
 }
@@ -436,7 +437,11 @@ async fn the_direct_path_answers_exactly_as_rmcp_would() {
             // must still be the same.
             assert_eq!(a.status, b.status, "{what}");
             assert_eq!(a.header("content-type"), Some("application/json"), "{what}");
-            assert_eq!(b.header("content-type"), Some("text/event-stream"), "{what}");
+            assert_eq!(
+                b.header("content-type"),
+                Some("text/event-stream"),
+                "{what}"
+            );
             assert_eq!(
                 serde_json::from_str::<Value>(&a.body).ok(),
                 last_event(&b.body),
