@@ -4,6 +4,7 @@
 //! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was
 //! silently ignored would weaken the policy without anyone noticing.
 
+pub mod http_limits;
 pub mod units;
 pub mod yaml;
 
@@ -54,6 +55,9 @@ pub struct Config {
     /// it off to rule it out when chasing a protocol difference. Follows reloads.
     #[serde(default = "yes")]
     pub direct_calls: bool,
+    /// The HTTP server's limits (timeouts, connections, sessions, streams): [`http_limits::HttpConfig`].
+    #[serde(default)]
+    pub http: http_limits::HttpConfig,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -278,6 +282,9 @@ impl Config {
                 "listen",
                 format!("`{}` is not an address like 127.0.0.1:8080", self.listen),
             );
+        }
+        if let Some((key, message)) = self.http.problem() {
+            return err(&format!("http.{key}"), message);
         }
         if !self.path.starts_with('/') || self.path.len() < 2 {
             return err("path", format!("`{}` must be a path like /mcp", self.path));

@@ -16,12 +16,14 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::capacity::{self, Capacity};
 use super::live::Live;
 use super::message::{self, Method as JsonRpcMethod, ToolsCall};
 use super::rejection::Rejection;
@@ -67,13 +69,20 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         request_ids: Arc::new(RequestIds::default()),
         rmcp_sessions,
     };
+    let capacity = Capacity::new(layers.sessions.clone(), layers.rmcp_sessions.clone());
     // `route_layer`: the layers wrap the MCP endpoint only; any other path is a plain 404.
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
         .route_layer(middleware::from_fn_with_state(layers.clone(), direct_calls))
+        .route_layer(middleware::from_fn_with_state(
+            capacity.clone(),
+            capacity::limit_sessions_and_streams,
+        ))
         .route_layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
-        .route_layer(middleware::from_fn(authenticate))
+        .route_layer(middleware::from_fn(check_scopes))
         .route_layer(middleware::from_fn(check_body))
+        // Before the body is read: a body is only ever read from an authenticated caller.
+        .route_layer(middleware::from_fn(authenticate))
         .route_layer(middleware::from_fn(check_host_and_origin))
         .route_layer(middleware::from_fn_with_state(layers, admit));
     // RFC 9728: the root form and the path-inserted form of the MCP endpoint (and of
@@ -97,6 +106,8 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     for path in &metadata_paths {
         metadata = metadata.route(path, get(protected_resource_metadata));
     }
+    // Outermost, for every route: a connection over the connection limits answers health checks
+    // only.
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -104,6 +115,7 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_state(live.clone())
         .merge(metadata.with_state(live))
         .merge(mcp_routes)
+        .layer(middleware::from_fn(super::connections::refuse_over_limit))
 }
 
 /// The edge of the MCP endpoint. Takes the version in force, once: every later layer and both
@@ -154,14 +166,17 @@ async fn protected_resource_metadata(State(live): State<Arc<Live>>) -> Response 
 /// after (into the request's [`Admitted`]): 413 when it exceeds `max_request_bytes` (of the
 /// request's version: the one limit, rmcp's own is off), 400 when it breaks off (bad chunked
 /// framing, a client gone mid-body), and 400 with JSON-RPC -32700 when it is not JSON at all
-/// (rmcp alone would answer 415). An oversized body with a declared length is drained, up to a
-/// bound, so the client reads the 413 instead of a reset connection.
+/// (rmcp alone would answer 415). An oversized body with a declared length is drained (read and
+/// dropped, never kept), up to a bound, so the client reads the 413 instead of a reset
+/// connection. The whole body must arrive within `http.body_timeout`, else 408. Only bodies of
+/// authenticated callers get here.
 async fn check_body(request: Request, next: Next) -> Result<Response, Rejection> {
     const DRAIN_AT_MOST: u64 = 64 << 20;
     if request.method() != Method::POST {
         return Ok(next.run(request).await);
     }
-    let limit = admitted(&request)?.gateway.config.max_request_bytes.0;
+    let config = &admitted(&request)?.gateway.config;
+    let (limit, timeout) = (config.max_request_bytes.0, config.http.body_timeout.0);
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -172,12 +187,16 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
         && length > limit
     {
         if length <= DRAIN_AT_MOST {
-            let _ = axum::body::to_bytes(body, usize::MAX).await;
+            let mut body = body;
+            let drain = async { while let Some(Ok(_)) = body.frame().await {} };
+            let _ = tokio::time::timeout(timeout, drain).await;
         }
         return Err(Rejection::TooLarge { limit });
     }
-    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+    let read = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    let bytes = tokio::time::timeout(timeout, read)
         .await
+        .map_err(|_| Rejection::BodyTimeout { timeout })?
         .map_err(|e| match over_limit(&e) {
             true => Rejection::TooLarge { limit },
             false => Rejection::BodyUnreadable(e),
@@ -223,8 +242,8 @@ async fn check_host_and_origin(request: Request, next: Next) -> Result<Response,
 }
 
 /// 401 with a `WWW-Authenticate: Bearer` challenge unless the request carries a known caller's
-/// credentials (an API key or a valid JWT); then 403 `insufficient_scope` for a `tools/call` of a
-/// tool this caller may use but lacks the `scopes` for, so the client can step up its token.
+/// credentials (an API key or a valid JWT). From the headers alone, before the body is read: an
+/// unauthenticated client never makes the gateway hold a body.
 async fn authenticate(request: Request, next: Next) -> Result<Response, Rejection> {
     // Worked on in parts: a request's body cannot be shared across the awaits below.
     let (mut parts, body) = request.into_parts();
@@ -242,6 +261,23 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
         Ok(caller) => caller,
         Err(e) => return Err(unauthorized(gateway, host, &e)),
     };
+    if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
+        admitted.caller = Some(caller);
+    }
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+/// 403 `insufficient_scope` for a `tools/call` of a tool the authenticated caller may use but
+/// lacks the `scopes` for, so the client can step up its token (needs the body: after
+/// [`check_body`]).
+async fn check_scopes(request: Request, next: Next) -> Result<Response, Rejection> {
+    let admitted = admitted(&request)?;
+    let gateway = &admitted.gateway;
+    let caller = admitted.caller.clone().ok_or(Rejection::Unauthenticated)?;
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
     if gateway.any_scopes
         && let Some(body) = &admitted.body
         && let Some((refusal, call)) = step_up(gateway, host, &caller, body)
@@ -253,10 +289,7 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
             .await;
         return Err(refusal);
     }
-    if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
-        admitted.caller = Some(caller);
-    }
-    Ok(next.run(Request::from_parts(parts, body)).await)
+    Ok(next.run(request).await)
 }
 
 fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejection {

@@ -5,10 +5,13 @@
 //! [`server`] is the MCP face of it, [`pipeline`] the life of one call, [`http`] the HTTP layers
 //! around the MCP endpoint (Host/Origin checks, authentication, session ownership).
 
+mod capacity;
 pub mod catalog;
+pub mod connections;
 pub mod dedupe;
 mod dedupe_redis;
 mod direct;
+mod guarded;
 pub mod health;
 pub mod http;
 pub mod live;

@@ -12,12 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use axum::body::{Body, Bytes};
 use axum::response::Response;
-use http_body::{Frame, SizeHint};
 use rmcp::model::RequestId;
 
 /// Which ids are in flight in which session.
@@ -51,41 +46,7 @@ impl Held {
     /// `response` with these ids held in flight until its body has been sent or dropped (an
     /// SSE answer is written after the handler has returned the response).
     pub fn until_sent(self, response: Response) -> Response {
-        let (parts, body) = response.into_parts();
-        Response::from_parts(
-            parts,
-            Body::new(HeldBody {
-                inner: body,
-                _held: self,
-            }),
-        )
-    }
-}
-
-/// A body that holds request ids until it is dropped; otherwise the body it wraps, its length
-/// included (a JSON answer keeps its `Content-Length`).
-struct HeldBody {
-    inner: Body,
-    _held: Held,
-}
-
-impl http_body::Body for HeldBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        super::guarded::until_sent(response, self)
     }
 }
 
@@ -175,7 +136,7 @@ mod tests {
         let held = ids
             .hold("s", body(r#"{"id":1,"method":"ping"}"#))
             .expect("free");
-        let response = held.until_sent(Response::new(Body::from("abc")));
+        let response = held.until_sent(Response::new(axum::body::Body::from("abc")));
         assert_eq!(response.body().size_hint().exact(), Some(3));
         assert!(ids.hold("s", body(r#"{"id":1,"method":"ping"}"#)).is_none());
         let sent = axum::body::to_bytes(response.into_body(), 10)

@@ -56,6 +56,21 @@ impl SessionOwners {
             },
         );
     }
+    /// How many sessions `caller` holds, and how many all callers together hold.
+    pub(super) fn counts(&self, caller: &str) -> (usize, usize) {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = sessions.values().filter(|s| s.owner == caller).count();
+        (mine, sessions.len())
+    }
+    /// The ids of `caller`'s sessions, or of every session.
+    pub(super) fn ids(&self, caller: Option<&str>) -> Vec<String> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .iter()
+            .filter(|(_, s)| caller.is_none_or(|c| s.owner == c))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
     pub(super) fn forget(&self, session: &str) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.remove(session);
