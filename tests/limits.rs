@@ -292,3 +292,57 @@ async fn the_session_cap_per_caller_gives_503_with_retry_after() {
         .await;
     assert_eq!(reply.status, 200, "{reply:?}");
 }
+
+/// A GET stream of `session` for alice.
+async fn open_stream(gw: &Gateway, session: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(&gw.url)
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET answered")
+}
+
+/// Proves: with `http.max_streams_per_caller: 1`, a caller's second SSE stream gets 503 with
+/// `Retry-After` while the first stays open, and is not cut by a 1 s `header_timeout` (a
+/// connection writing a stream is not idle); once the first stream is closed by its client, a
+/// new one opens.
+#[tokio::test]
+async fn sse_streams_are_capped_per_caller() {
+    let gw = start("  header_timeout: 1s\n  max_streams_per_caller: 1\n");
+    let raw = Raw::new(&gw.url);
+    let first_session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let second_session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let mut first = open_stream(&gw, &first_session).await;
+    assert_eq!(first.status(), 200);
+    let second = open_stream(&gw, &second_session).await;
+    assert_eq!(second.status(), 503);
+    assert!(second.headers().contains_key("retry-after"));
+    // The first stream stays open past the header timeout: whatever it sends, it does not end.
+    let until = Instant::now() + Duration::from_millis(2500);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, first.chunk()).await {
+            Err(_) => break,
+            Ok(Ok(Some(_))) => continue,
+            Ok(other) => panic!("the stream ended: {other:?}"),
+        }
+    }
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = open_stream(&gw, &second_session).await;
+        if again.status() == 200 {
+            break;
+        }
+        assert_eq!(again.status(), 503);
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream's place never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
