@@ -280,7 +280,8 @@ fn check_reports_an_unreachable_upstream() {
 }
 
 /// Proves: unusable input exits 2 with a message naming the file, the key and what is wrong:
-/// an unknown configuration key, an unknown contract key, an unset `${VAR}`, a missing file.
+/// an unknown configuration key, an unknown contract key, an unset `${VAR}`, a missing file. The
+/// hint under a bad key points at that kind of file's documentation and schema, not elsewhere.
 #[test]
 fn check_refuses_unusable_input_with_exit_2() {
     let setup = Setup::new(&format!("listn: 127.0.0.1:1\n{}", demo_stdio()), &[]);
@@ -289,6 +290,10 @@ fn check_refuses_unusable_input_with_exit_2() {
     let err = stderr(&out);
     assert!(
         err.contains("narrowgate.yaml") && err.contains("listn") && err.contains("unknown field"),
+        "{err}"
+    );
+    assert!(
+        err.contains("docs/configuration.md") && err.contains("narrowgate schema config"),
         "{err}"
     );
     let (code, report) = setup.check_json(&[]);
@@ -313,6 +318,10 @@ fn check_refuses_unusable_input_with_exit_2() {
     let err = stderr(&out);
     assert!(
         err.contains("typo.yaml") && err.contains("tools.t") && err.contains("privlege"),
+        "{err}"
+    );
+    assert!(
+        err.contains("docs/contracts.md") && err.contains("narrowgate schema contract"),
         "{err}"
     );
 

@@ -5,6 +5,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { echo "==> $*" >&2; }
 
+# redis-server is the one test peer that comes from the system, not from a registry (tests/common/redis.rs
+# starts private instances): install it when we may (root with apt-get, as in CI), else say how.
+if ! command -v redis-server >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        step "apt-get install redis-server (not on PATH)"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server </dev/null
+    else
+        echo "tests/run.sh: redis-server is not on PATH; install it (Debian/Ubuntu: sudo apt-get install" \
+            "redis-server; macOS: brew install redis) and run again" >&2
+        exit 1
+    fi
+fi
+
 step "tests/setup-peers.sh"
 tests/setup-peers.sh
 step "cargo fmt --check"

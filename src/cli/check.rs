@@ -155,9 +155,14 @@ pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
             "check the path: relative paths in the configuration are relative to its folder".into()
         }
         LoadError::Syntax { .. } => "fix the YAML syntax at the position shown".into(),
-        LoadError::Invalid { .. } => {
-            "fix that key in that file (see SPEC §2 and §3 for the allowed keys and values)".into()
+        LoadError::Invalid { path, .. } if path == config_path => {
+            "fix that key in that file: docs/configuration.md lists the keys and their values \
+             (`narrowgate schema config` prints them as a JSON Schema)"
+                .into()
         }
+        LoadError::Invalid { .. } => "fix that key in that contract file: docs/contracts.md lists \
+             the keys and their values (`narrowgate schema contract` prints them as a JSON Schema)"
+            .into(),
     }
 }
 

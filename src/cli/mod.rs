@@ -1,15 +1,16 @@
-//! The command line (SPEC §6): `serve`, `check`, `init`, `receipts` and `hash-key`.
+//! The command line: `serve`, `check`, `init`, `receipts`, `hash-key`, `schema` and `completions`.
 
 mod check;
 mod init;
 mod receipts;
+mod schema;
 mod serve;
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH, LoadError};
 use crate::contract::ContractSet;
@@ -94,6 +95,24 @@ enum Command {
         /// The key; omit it to keep it out of shell history and read it from stdin.
         key: Option<String>,
     },
+    /// Print the JSON Schema of the configuration file or of a contract file.
+    ///
+    /// The schema (JSON Schema 2020-12) is generated from the types the files are read into, with a
+    /// description of every key; editors use it to validate and complete the files. The
+    /// repository's copies are schemas/config.schema.json and schemas/contract.schema.json.
+    #[command(after_help = schema::SCHEMA_HELP)]
+    Schema {
+        /// Which file: `config` or `contract`.
+        #[arg(value_enum)]
+        file: schema::SchemaFile,
+    },
+    /// Print a shell completion script for narrowgate.
+    #[command(after_help = schema::COMPLETIONS_HELP)]
+    Completions {
+        /// The shell to print the script for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs the command line and returns the process exit status.
@@ -113,6 +132,8 @@ pub fn main() -> ExitCode {
         Command::Init { config, upstream } => init::run(&config.config, &upstream),
         Command::Receipts(args) => receipts::run(args),
         Command::HashKey { key } => hash_key(key),
+        Command::Schema { file } => schema::print_schema(file),
+        Command::Completions { shell } => schema::print_completions(shell, Cli::command()),
     }
 }
 

@@ -15,12 +15,13 @@
 //!   max_streams_per_caller: 256      # open SSE streams of one caller
 //! ```
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::units::ConfigDuration;
 
 /// The HTTP server's limits (the `http:` block), defaults filled in.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// How long a client may take to send a request's headers, from the connection's start or
@@ -33,19 +34,25 @@ pub struct HttpConfig {
     /// Connections open at once, all clients together. A connection over a limit is still
     /// accepted and read, but answers only `/healthz`, `/readyz` and `/metrics`; any other
     /// request gets 503 with `Retry-After`, and the connection is closed after it.
+    #[schemars(range(min = 1))]
     pub max_connections: usize,
     /// Connections open at once from one client address (the TCP peer: behind a reverse proxy
     /// every client has the proxy's address, so raise it to `max_connections` there).
+    #[schemars(range(min = 1))]
     pub max_connections_per_client: usize,
     /// MCP sessions open at once, all callers together: an `initialize` over it gets 503.
+    #[schemars(range(min = 1))]
     pub max_sessions: usize,
     /// MCP sessions open at once for one caller. Sessions a client never deletes count until
     /// the gateway closes them after 5 minutes without a request.
+    #[schemars(range(min = 1))]
     pub max_sessions_per_caller: usize,
     /// SSE streams open at once (a session's GET stream, a 2026-07-28 `subscriptions/listen`),
     /// all callers together.
+    #[schemars(range(min = 1))]
     pub max_streams: usize,
     /// SSE streams open at once for one caller.
+    #[schemars(range(min = 1))]
     pub max_streams_per_caller: usize,
 }
 

@@ -5,6 +5,8 @@
 //! silently ignored would weaken the policy without anyone noticing.
 
 pub mod http_limits;
+pub mod jwks;
+pub mod schema;
 pub mod units;
 pub mod yaml;
 
@@ -12,7 +14,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use schema::or_env_reference;
 
 pub use units::{ByteSize, ConfigDuration, Rate};
 pub use yaml::LoadError;
@@ -21,41 +26,83 @@ pub use yaml::LoadError;
 pub const DEFAULT_CONFIG_PATH: &str = "config/narrowgate.yaml";
 
 /// The whole configuration, with relative paths already resolved against the file's folder.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// The field docs are the descriptions of `narrowgate schema config`, which editors show.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    description = "The narrowgate gateway's configuration file: where it listens, which MCP upstreams it \
+    starts or connects to, who may call it, and the blocks for OAuth, telemetry, receipts and shared \
+    state. Unknown keys are errors. Relative paths are relative to this file. `${VAR}` in any string \
+    is read from the environment (`$$` stands for `$`). See docs/configuration.md."
+)]
 pub struct Config {
+    /// The address to listen on, an IP address and port (`127.0.0.1:8080`, `0.0.0.0:8080`,
+    /// `[::1]:8080`). The environment variable `NARROWGATE_LISTEN` overrides it.
     #[serde(default = "default_listen")]
+    #[schemars(pattern(or_env_reference(
+        r"(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|\[[^\]]+\]):[0-9]{1,5}"
+    )))]
     pub listen: String,
+    /// The URL path of the MCP endpoint (POST, GET, DELETE), starting with `/`.
     #[serde(default = "default_path")]
+    #[schemars(pattern(or_env_reference("/.+")))]
     pub path: String,
+    /// The gateway's public URL as clients reach it; the OAuth audience unless `oauth.audience`
+    /// says otherwise.
     pub public_url: Option<String>,
+    /// The `Host` header values admitted (a defence against DNS rebinding); other hosts get 403. An
+    /// entry without a port matches any port; `*` admits every host. Behind a proxy or a Docker port
+    /// mapping, add the name clients use.
     #[serde(default = "default_allowed_hosts")]
     pub allowed_hosts: Vec<String>,
+    /// Browser `Origin` values admitted, each with its scheme: exact (`https://app.example.com`) or
+    /// any port (`http://localhost:*`). A request with an `Origin` not listed gets 403; requests
+    /// without one (non-browser clients) are unaffected.
     #[serde(default)]
+    #[schemars(inner(pattern(or_env_reference(".*://.*"))))]
     pub allowed_origins: Vec<String>,
+    /// The directory of contract files (`*.yaml`, `*.yml`), one file per upstream.
     #[serde(default = "default_contracts")]
     pub contracts: PathBuf,
+    /// The largest request body admitted; larger ones get HTTP 413.
     #[serde(default = "default_max_request_bytes")]
     pub max_request_bytes: ByteSize,
+    /// The largest upstream result passed on; a larger one becomes a tool error.
     #[serde(default = "default_max_result_bytes")]
     pub max_result_bytes: ByteSize,
+    /// The upstream MCP servers, by name (`[a-z0-9_-]{1,32}`, the name contract files refer to):
+    /// each a stdio child (`command`) or a Streamable HTTP server (`url`).
     #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9_-]{1,32}$"}))]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// The callers known by API key, and the anonymous caller. With no caller and no `oauth`,
+    /// every request gets 401.
     #[serde(default)]
     pub callers: Vec<CallerConfig>,
+    /// Accept OAuth 2.1 bearer tokens (JWTs) as well as API keys.
     pub oauth: Option<OAuthConfig>,
+    /// OpenTelemetry traces over OTLP, and Prometheus metrics at `/metrics`.
     pub telemetry: Option<TelemetryConfig>,
+    /// Where the receipt of every `tools/call` is written; receipts are written even without
+    /// this block.
     pub receipts: Option<ReceiptsConfig>,
+    /// Where rate limits and dedupe windows live: `memory` (one instance) or `redis://host:6379`,
+    /// shared by every replica that names the same Redis.
     #[serde(default = "default_state")]
+    #[schemars(pattern(or_env_reference("memory|redis://.+")))]
     pub state: String,
-    /// Whether the gateway answers plain `tools/call` requests itself (`true`, the default) or
-    /// leaves every request to rmcp's Streamable HTTP service (`false`). Both answer alike, on
-    /// the MCP `path` only; the gateway's own path skips rmcp's per-request tasks and channels,
-    /// about a fifth of the gateway's CPU per call with one client (BENCHMARKS.md, item 6). Turn
-    /// it off to rule it out when chasing a protocol difference. Follows reloads.
+    /// Whether the gateway answers plain `tools/call` requests on `path` itself (`true`) or
+    /// leaves every request to the MCP SDK's Streamable HTTP service (`false`). The answers are
+    /// the same (in a session JSON rather than a one-event SSE stream, which clients accept
+    /// alike); answering itself skips the SDK's per-request tasks and channels, about a fifth of
+    /// the gateway's CPU per call (BENCHMARKS.md). Turn it off to rule the gateway's own path out
+    /// when a client misbehaves. Follows reloads.
     #[serde(default = "yes")]
     pub direct_calls: bool,
-    /// The HTTP server's limits (timeouts, connections, sessions, streams): [`http_limits::HttpConfig`].
+    /// The HTTP server's own limits: how long a client may take to send headers and bodies, and
+    /// how many connections, MCP sessions and SSE streams may be open, per client and overall.
+    /// Over a limit the answer is 408 or 503 with `Retry-After`. See docs/configuration.md.
     #[serde(default)]
     pub http: http_limits::HttpConfig,
     /// The file this was read from (not a key of the file).
@@ -64,18 +111,34 @@ pub struct Config {
 }
 
 /// One upstream MCP server: a stdio child (`command`) or a Streamable HTTP server (`url`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"title": "stdio upstream", "required": ["command"], "not": {"required": ["url"]}},
+    {"title": "HTTP upstream", "required": ["url"], "not": {"required": ["command"]}},
+]))]
 pub struct UpstreamConfig {
+    /// Start this program and speak MCP with it over stdio. A bare name (`npx`) is looked up on
+    /// `PATH`; a relative path with a `/` is relative to the configuration file.
     pub command: Option<String>,
+    /// The arguments of `command`.
     #[serde(default)]
     pub args: Vec<String>,
+    /// The child's environment besides `PATH` and `HOME`: none of the gateway's own variables are
+    /// passed on.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The child's working directory (default: the gateway's), relative to the configuration file.
     pub cwd: Option<PathBuf>,
+    /// Connect to this Streamable HTTP MCP endpoint (`http://` or `https://`).
+    #[schemars(pattern(or_env_reference("https?://.+")))]
     pub url: Option<String>,
+    /// HTTP headers sent to this upstream only: the gateway's own credential for it, e.g.
+    /// `Authorization: "Bearer ${TOKEN}"`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The default per-call timeout of this upstream's tools (a contract's `timeout` wins); 30s
+    /// without it.
     pub timeout: Option<ConfigDuration>,
 }
 
@@ -113,59 +176,107 @@ impl UpstreamConfig {
 }
 
 /// A caller identified by an API key, or the anonymous caller.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"title": "API key by digest", "required": ["api_key_sha256"]},
+    {"title": "API key from the environment", "required": ["api_key_env"]},
+    {"title": "anonymous", "required": ["anonymous"], "properties": {"anonymous": {"const": true}}},
+]))]
 pub struct CallerConfig {
+    /// The caller's name, unique: it names the caller in logs, rate limits and receipts.
+    #[schemars(length(min = 1))]
     pub name: String,
+    /// The SHA-256 of the caller's API key, 64 hex digits (`narrowgate hash-key` prints it); the
+    /// key itself is never stored.
+    #[schemars(pattern(or_env_reference("[0-9A-Fa-f]{64}")))]
     pub api_key_sha256: Option<String>,
+    /// The name of an environment variable holding the caller's API key; it must be set when the
+    /// gateway starts.
     pub api_key_env: Option<String>,
+    /// Requests without credentials are this caller (at most one caller). A request with a wrong
+    /// key gets 401, never the anonymous caller.
     #[serde(default)]
     pub anonymous: bool,
-    /// Globs over exposed tool names; none by default.
+    /// Globs over exposed tool names (`*` any run, `?` one character) this caller may use; none by
+    /// default.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// A rate limit over all of this caller's calls.
     pub rate: Option<Rate>,
+    /// The OAuth scopes this API-key caller holds, checked against the contracts' `scopes`.
     #[serde(default)]
     pub scopes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The gateway as an OAuth 2.1 resource server: JWT bearer tokens of one issuer.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["jwks_url"], "not": {"required": ["jwks_file"]}},
+    {"required": ["jwks_file"], "not": {"required": ["jwks_url"]}},
+]))]
 pub struct OAuthConfig {
+    /// The issuer tokens must name in `iss`.
+    #[schemars(length(min = 1))]
     pub issuer: String,
+    /// The audience tokens must name in `aud`; `public_url` by default (one of the two is
+    /// required).
     pub audience: Option<String>,
+    /// Where the issuer's signing keys (a JWK set) are fetched: `https://`, or `http://` to a
+    /// loopback address. Set this or `jwks_file`.
+    #[schemars(pattern(or_env_reference("https?://.+")))]
     pub jwks_url: Option<String>,
+    /// A file holding the issuer's signing keys (a JWK set), relative to the configuration file.
+    /// Set this or `jwks_url`.
     pub jwks_file: Option<PathBuf>,
+    /// The authorization servers published in the protected-resource metadata
+    /// (`/.well-known/oauth-protected-resource`).
     #[serde(default)]
     pub authorization_servers: Vec<String>,
+    /// The token claim that names the caller.
     #[serde(default = "default_caller_claim")]
+    #[schemars(length(min = 1))]
     pub caller_claim: String,
+    /// The token claim holding the caller's roles (a string or a list of strings).
     pub roles_claim: Option<String>,
+    /// What each role may use, by role name; the role `default` applies to every valid token.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// What the holders of one OAuth role may use.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleConfig {
+    /// Globs over exposed tool names (`*` any run, `?` one character); a token's tools are the
+    /// union of its roles'.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// A rate limit over all of a token's calls; a token with several roles gets the most generous.
     pub rate: Option<Rate>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// OpenTelemetry traces and Prometheus metrics. Read at start: a reload does not change them.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
+    /// The OpenTelemetry `service.name` of the gateway's spans.
     #[serde(default = "default_service_name")]
     pub service_name: String,
+    /// Where spans are exported over OTLP (`http://collector:4317`); `none` turns export off.
+    /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` is used; without either, nothing is exported.
     pub otlp_endpoint: Option<String>,
+    /// The OTLP transport: `grpc` or `http/protobuf`.
     #[serde(default)]
     pub otlp_protocol: OtlpProtocol,
+    /// Serve Prometheus metrics at `/metrics` (otherwise it answers 404).
     #[serde(default)]
     pub metrics: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// The OTLP transport.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 pub enum OtlpProtocol {
     #[default]
     #[serde(rename = "grpc")]
@@ -174,13 +285,18 @@ pub enum OtlpProtocol {
     HttpProtobuf,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The receipts database: one durable record per `tools/call`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptsConfig {
+    /// The SQLite database file, relative to the configuration file.
     #[serde(default = "default_receipts_path")]
     pub path: PathBuf,
+    /// Keep the arguments of each call (after removing the contract's `redact` pointers) besides
+    /// their SHA-256.
     #[serde(default)]
     pub store_arguments: bool,
+    /// How long receipts are kept (`30d`); without it they are kept for ever.
     pub retention: Option<ConfigDuration>,
     /// Flush every batch of receipts to stable storage before answering (survives power loss,
     /// costs one disk flush per batch). Without it a receipt is in the file before the answer,
@@ -422,7 +538,7 @@ impl Config {
                 );
             }
             if let Some(path) = &oauth.jwks_file
-                && let Err(e) = crate::policy::oauth::read_jwks_file(path)
+                && let Err(e) = jwks::read_file(path)
             {
                 return err("oauth.jwks_file", e);
             }
@@ -430,6 +546,13 @@ impl Config {
         self.state_backend()
             .map_err(|message| LoadError::invalid(file, "state", message))?;
         Ok(())
+    }
+
+    /// A configuration from YAML text, as written (paths unresolved, nothing checked): for the
+    /// tests of the modules that read a configuration.
+    #[cfg(test)]
+    pub fn from_yaml(text: &str) -> Result<Config, LoadError> {
+        yaml::parse(Path::new("test.yaml"), text)
     }
 
     /// The parsed `state` setting.

@@ -117,6 +117,13 @@ impl TryFrom<String> for Rate {
     }
 }
 
+impl std::str::FromStr for Rate {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_rate(text)
+    }
+}
+
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let unit = match self.per.as_secs() {

@@ -15,56 +15,119 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jsonschema::Validator;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::config::schema::or_env_reference;
 use crate::config::{ConfigDuration, LoadError, Rate, valid_upstream_name, yaml};
 
-/// One contract file: the tools of one upstream.
-#[derive(Debug, Deserialize)]
+/// One contract file: the tools of one upstream. Public for `narrowgate schema contract` and the
+/// test that reads the example files; the field docs are the descriptions editors show.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ContractFile {
+#[schemars(
+    description = "A narrowgate contract file: the tools of one upstream that clients may use, and \
+    what the gateway enforces for each. A tool without a contract does not exist for clients; \
+    everything they see of it comes from its contract. Unknown keys are errors. `${VAR}` in any \
+    string is read from the environment (`$$` stands for `$`). See docs/contracts.md."
+)]
+pub struct ContractFile {
+    /// The upstream these tools belong to: a key of `upstreams` in the configuration.
+    #[schemars(pattern(or_env_reference("[a-z0-9_-]{1,32}")))]
     upstream: String,
+    /// The tools exposed to clients, by exposed name (`^[A-Za-z0-9_-]{1,64}$`, unique across all
+    /// contract files).
     #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z0-9_-]{1,64}$"}))]
     tools: BTreeMap<String, ToolContractFields>,
 }
 
 /// A tool's contract as written in the file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "Tool contract")]
 struct ToolContractFields {
+    /// The upstream's name for the tool; the exposed name (the key under `tools`) by default.
     upstream_tool: Option<String>,
+    /// The title clients see; the upstream's is never published.
     title: Option<String>,
+    /// The description clients (and models) see; the upstream's is never published.
     description: Option<String>,
+    /// What the tool does to the world: `read` (published as `readOnlyHint`), `write` or
+    /// `execute`.
     #[serde(default)]
     privilege: Privilege,
+    /// Whether its effects can be undone: `none`, `reversible` or `irreversible` (published as
+    /// `destructiveHint`). Default: `none` for `read`, `irreversible` otherwise.
     side_effects: Option<SideEffects>,
+    /// Whether calling it twice has the effect of calling it once (published as
+    /// `idempotentHint`). Default: true for `read`, false otherwise.
     idempotent: Option<bool>,
+    /// The per-call timeout; the upstream's `timeout` by default, else 30s.
     timeout: Option<ConfigDuration>,
+    /// How often a call that failed transiently (timeout, connection lost) is retried, with
+    /// backoff. More than 0 only for idempotent tools: a retried write could take effect twice.
     #[serde(default)]
     retries: u32,
+    /// The OAuth scopes a caller must hold to call it (a token lacking one gets 403
+    /// `insufficient_scope`).
     #[serde(default)]
     scopes: Vec<String>,
+    /// A rate limit over all calls of this tool, per caller.
     rate: Option<Rate>,
+    /// A window (`60s`) in which an identical call (same caller, tool and arguments) replays the
+    /// recorded answer instead of running again.
     dedupe: Option<ConfigDuration>,
-    input: Option<Value>,
-    output: Option<Value>,
+    /// The JSON Schema (2020-12) of the arguments, published as the tool's `inputSchema`; it must
+    /// be `type: object`. Without it the tool takes no arguments.
     #[serde(default)]
+    #[schemars(schema_with = "input_schema")]
+    input: Option<Value>,
+    /// The JSON Schema (2020-12) every result's `structuredContent` must satisfy; without it
+    /// results are not validated.
+    #[serde(default)]
+    #[schemars(schema_with = "output_schema")]
+    output: Option<Value>,
+    /// JSON pointers (`/token`) to arguments whose values are replaced by a marker in receipts.
+    #[serde(default)]
+    #[schemars(inner(pattern(or_env_reference("/.*"))))]
     redact: Vec<String>,
+    /// The digest of the upstream's tool definition this contract was reviewed against
+    /// (`sha256:` and 64 hex digits, as `narrowgate check` and `init` print it). If the upstream's
+    /// definition changes, the tool is disabled until the pin is updated.
+    #[schemars(pattern(or_env_reference("sha256:[0-9A-Fa-f]{64}")))]
     pin: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
+/// 2020-12 meta-schema).
+fn input_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"const": "object"}},
+    })
+}
+
+/// `output`: any JSON Schema (an object, or a boolean).
+fn output_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["object", "boolean"]})
+}
+
+/// What a tool does to the world.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Privilege {
     Read,
-    /// The default when a contract does not say: assume the tool changes something.
+    // The default when a contract does not say: assume the tool changes something.
     #[default]
     Write,
     Execute,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// Whether a tool's effects can be undone.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SideEffects {
     None,

@@ -4,9 +4,11 @@
 //! rmcp serves a request by handing it to a service task (a one-shot one per stateless request,
 //! the session's worker otherwise), which spawns the handler, whose answer comes back through
 //! channels: most of what the gateway spent per call beyond the pipeline itself (BENCHMARKS.md).
-//! Here the request, parsed once by the HTTP layer, is answered in one task by the same [`answer_tools_call`]
-//! rmcp's handler uses, with the JSON body rmcp's `json_response` mode writes (in a session the
-//! answer is JSON rather than a one-event SSE stream: clients must accept both).
+//! Here the request, parsed once by the HTTP layer, is answered in one task by the same
+//! [`answer_tools_call`] rmcp's handler uses, with the JSON body rmcp's `json_response` mode
+//! writes (in a session the answer is JSON rather than a one-event SSE stream: clients must
+//! accept both). It runs only on the MCP `path` (the layers wrap that route alone), and not at
+//! all with `direct_calls: false`.
 //!
 //! Only requests rmcp would accept as they are take this path. Common to both: `Content-Type`
 //! JSON, an `Accept` naming JSON and SSE without parameters, a body that is one `tools/call`
@@ -47,7 +49,7 @@ static SESSION_VERSIONS: [ProtocolVersion; 2] =
 
 /// Which kind of request a qualifying one is, and so its protocol version.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Lifecycle {
+pub(super) enum Lifecycle {
     Stateless,
     Session(&'static ProtocolVersion),
 }
@@ -94,7 +96,7 @@ pub async fn answer(
 
 /// The kind of request the headers describe, if they qualify (the body is checked by
 /// [`DirectCall::take`]).
-fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle> {
+pub(super) fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle> {
     let only = |name: &str| {
         let mut values = headers.get_all(name).iter();
         let first = values.next()?;

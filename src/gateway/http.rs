@@ -20,6 +20,7 @@ use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
@@ -175,8 +176,21 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
     if request.method() != Method::POST {
         return Ok(next.run(request).await);
     }
-    let config = &admitted(&request)?.gateway.config;
-    let (limit, timeout) = (config.max_request_bytes.0, config.http.body_timeout.0);
+    let gateway = &admitted(&request)?.gateway;
+    let (limit, timeout) = (
+        gateway.config.max_request_bytes.0,
+        gateway.config.http.body_timeout.0,
+    );
+    // Read of a `tools/call`'s parameters what the layers after will use, no more.
+    let calls = if gateway.config.direct_calls
+        && direct::lifecycle_of(request.method(), request.headers()).is_some()
+    {
+        message::CallParams::Whole
+    } else if gateway.any_scopes {
+        message::CallParams::Name
+    } else {
+        message::CallParams::Skip
+    };
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -201,7 +215,7 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
             true => Rejection::TooLarge { limit },
             false => Rejection::BodyUnreadable(e),
         })?;
-    let parsed = message::Body::parse(&bytes).map_err(Rejection::NotJson)?;
+    let parsed = message::Body::parse(&bytes, calls).map_err(Rejection::NotJson)?;
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes));
     admitted_mut(&mut request)?.body = Some(parsed);
     Ok(next.run(request).await)
@@ -271,25 +285,36 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
 /// lacks the `scopes` for, so the client can step up its token (needs the body: after
 /// [`check_body`]).
 async fn check_scopes(request: Request, next: Next) -> Result<Response, Rejection> {
-    let admitted = admitted(&request)?;
+    // Worked on in parts: a refusal's receipt may read the body again.
+    let (parts, body) = request.into_parts();
+    let admitted = parts
+        .extensions
+        .get::<Admitted>()
+        .ok_or(Rejection::Internal("the request was not admitted"))?;
     let gateway = &admitted.gateway;
     let caller = admitted.caller.clone().ok_or(Rejection::Unauthenticated)?;
-    let host = request
-        .headers()
+    let host = parts
+        .headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
     if gateway.any_scopes
-        && let Some(body) = &admitted.body
-        && let Some((refusal, call)) = step_up(gateway, host, &caller, body)
+        && let Some(parsed) = &admitted.body
+        && let Some((refusal, index, call)) = step_up(gateway, host, &caller, parsed)
     {
         // Every tools/call leaves a receipt, this refusal included.
+        let arguments = match call {
+            ToolsCall::Params(p) => Value::Object(p.arguments.clone().unwrap_or_default()),
+            // Not read with the name: read from the body again (refusals are rare).
+            _ => {
+                let bytes = axum::body::to_bytes(body, usize::MAX).await;
+                message::arguments_at(&bytes.unwrap_or_default(), index)
+            }
+        };
         let tool = call.name().unwrap_or_default();
-        gateway
-            .record_denied(&caller, tool, &call.arguments())
-            .await;
+        gateway.record_denied(&caller, tool, &arguments).await;
         return Err(refusal);
     }
-    Ok(next.run(request).await)
+    Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
 fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejection {
@@ -313,42 +338,47 @@ fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejecti
 }
 
 /// The 403 for the first `tools/call` in `body` whose tool the caller may use (by the same
-/// [`Caller::may_use`] as everywhere) but lacks scopes for, with that call (for the receipt of
-/// the refusal). Tools the caller may not use are left to the MCP layer, which answers them
-/// exactly like unknown tools.
+/// [`Caller::may_use`] as everywhere) but lacks scopes for, with that call and its index in the
+/// body (for the receipt of the refusal). Tools the caller may not use are left to the MCP layer,
+/// which answers them exactly like unknown tools.
 fn step_up<'b>(
     gateway: &Gateway,
     host: Option<&str>,
     caller: &Caller,
     body: &'b message::Body,
-) -> Option<(Rejection, &'b ToolsCall)> {
+) -> Option<(Rejection, usize, &'b ToolsCall)> {
     let catalog = gateway.catalog();
-    body.messages().iter().find_map(|message| {
-        let JsonRpcMethod::ToolsCall(call) = &message.method else {
-            return None;
-        };
-        let name = call.name()?;
-        let tool = catalog.exposed(name).filter(|_| caller.may_use(name))?;
-        let required = &tool.contract.scopes;
-        let missing = caller.missing_scopes(required);
-        if missing.is_empty() {
-            return None;
-        }
-        tracing::info!(caller = %caller.name, tool = %name, missing = %missing.join(" "), "request refused: 403 insufficient_scope");
-        let description = format!(
-            "the tool {name} requires the scope(s) {}",
-            required.join(" ")
-        );
-        let challenge =
-            resource::insufficient_scope(gateway.resource.as_deref(), host, required, &description);
-        Some((
-            Rejection::InsufficientScope {
+    body.messages()
+        .iter()
+        .enumerate()
+        .find_map(|(index, message)| {
+            let JsonRpcMethod::ToolsCall(call) = &message.method else {
+                return None;
+            };
+            let name = call.name()?;
+            let tool = catalog.exposed(name).filter(|_| caller.may_use(name))?;
+            let required = &tool.contract.scopes;
+            let missing = caller.missing_scopes(required);
+            if missing.is_empty() {
+                return None;
+            }
+            tracing::info!(caller = %caller.name, tool = %name, missing = %missing.join(" "), "request refused: 403 insufficient_scope");
+            let description = format!(
+                "the tool {name} requires the scope(s) {}",
+                required.join(" ")
+            );
+            let challenge = resource::insufficient_scope(
+                gateway.resource.as_deref(),
+                host,
+                required,
+                &description,
+            );
+            let refusal = Rejection::InsufficientScope {
                 description,
                 challenge,
-            },
-            call,
-        ))
-    })
+            };
+            Some((refusal, index, call))
+        })
 }
 
 /// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown

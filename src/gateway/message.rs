@@ -4,8 +4,10 @@
 //! check, session bookkeeping and the direct path. rmcp reads the bytes itself for what it serves.
 //!
 //! The body is scanned once: the envelope's fields are captured as raw JSON text, and only the
-//! `params` of the two methods the layers care about are parsed further (exactly what the direct
-//! path parsed before, so a call costs no more than it did).
+//! `params` the layers after will read are parsed further: a `tools/call`'s whole when the direct
+//! path may answer it, only its tool's name when just the scope check needs it, nothing when rmcp
+//! alone will read it ([`CallParams`]). So a call costs no more than it did before the layers
+//! shared one parse, on either path.
 
 use std::borrow::Cow;
 
@@ -53,47 +55,62 @@ pub enum Method {
     Other,
 }
 
-/// A `tools/call`'s parameters.
+/// A `tools/call`'s parameters, as far as they were read.
 #[derive(Clone, Debug)]
 pub enum ToolsCall {
     Params(CallToolRequestParams),
-    /// Parameters rmcp will refuse: what could be read of them, for the scope check and the
-    /// receipt of its refusal.
-    Unreadable {
-        name: Option<String>,
-        arguments: Value,
-    },
+    /// Only the tool's name was read (all the scope check needs), or the parameters are not
+    /// what rmcp accepts (it will refuse them): the name, if it could be read.
+    Named(Option<String>),
+    /// Not read: no layer before rmcp looks at them.
+    Unread,
 }
 
 impl ToolsCall {
     pub fn name(&self) -> Option<&str> {
         match self {
             ToolsCall::Params(p) => Some(&p.name),
-            ToolsCall::Unreadable { name, .. } => name.as_deref(),
-        }
-    }
-
-    /// The arguments as a JSON value (`{}` when absent), for a refusal's receipt.
-    pub fn arguments(&self) -> Value {
-        match self {
-            ToolsCall::Params(p) => match &p.arguments {
-                Some(map) => Value::Object(map.clone()),
-                None => Value::Object(Default::default()),
-            },
-            ToolsCall::Unreadable { arguments, .. } => arguments.clone(),
+            ToolsCall::Named(name) => name.as_deref(),
+            ToolsCall::Unread => None,
         }
     }
 }
 
+/// How much of a `tools/call`'s parameters the layers after `check_body` need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallParams {
+    /// The direct path may answer it: all of them.
+    Whole,
+    /// Only the scope check reads them: the tool's name.
+    Name,
+    /// Only rmcp reads them.
+    Skip,
+}
+
+/// The arguments of the message at `index` of `body` (`{}` when absent), read again from the
+/// bytes: for the receipt of a call refused before it was run, when they were not read before.
+pub fn arguments_at(body: &[u8], index: usize) -> Value {
+    let parsed: Value = serde_json::from_slice(body).unwrap_or_default();
+    let message = match &parsed {
+        Value::Array(all) => all.get(index).unwrap_or(&Value::Null),
+        one => one,
+    };
+    match &message["params"]["arguments"] {
+        Value::Null => Value::Object(Default::default()),
+        arguments => arguments.clone(),
+    }
+}
+
 impl Body {
-    /// Parses `bytes`; the error is the one to report for a body that is not JSON at all.
-    pub fn parse(bytes: &[u8]) -> Result<Body, serde_json::Error> {
+    /// Parses `bytes`, reading as much of a `tools/call`'s parameters as `calls` says; the
+    /// error is the one to report for a body that is not JSON at all.
+    pub fn parse(bytes: &[u8], calls: CallParams) -> Result<Body, serde_json::Error> {
         let batch = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
         let parsed = if batch {
             serde_json::from_slice::<Vec<Envelope<'_>>>(bytes)
-                .map(|all| Body::Batch(all.into_iter().map(Envelope::read).collect()))
+                .map(|all| Body::Batch(all.into_iter().map(|one| one.read(calls)).collect()))
         } else {
-            serde_json::from_slice::<Envelope<'_>>(bytes).map(|one| Body::One(one.read()))
+            serde_json::from_slice::<Envelope<'_>>(bytes).map(|one| Body::One(one.read(calls)))
         };
         match parsed {
             Ok(body) => Ok(body),
@@ -137,9 +154,8 @@ struct Envelope<'a> {
 }
 
 #[derive(Deserialize)]
-struct NameAndArguments {
+struct NameOnly {
     name: Option<String>,
-    arguments: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -149,13 +165,13 @@ struct InitializeParams {
 }
 
 impl Envelope<'_> {
-    fn read(self) -> Message {
+    fn read(self, calls: CallParams) -> Message {
         let params = self.params.map(RawValue::get);
         let method = self
             .method
             .and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok());
         let method = match method.as_deref() {
-            Some("tools/call") => Method::ToolsCall(tools_call(params)),
+            Some("tools/call") => Method::ToolsCall(tools_call(params, calls)),
             Some("initialize") => Method::Initialize(
                 params
                     .and_then(|p| serde_json::from_str::<InitializeParams>(p).ok())
@@ -174,21 +190,19 @@ impl Envelope<'_> {
     }
 }
 
-fn tools_call(params: Option<&str>) -> ToolsCall {
-    let Some(params) = params else {
-        return ToolsCall::Unreadable {
-            name: None,
-            arguments: Value::Object(Default::default()),
-        };
+fn tools_call(params: Option<&str>, calls: CallParams) -> ToolsCall {
+    let name_only = |params: &str| {
+        let read = serde_json::from_str::<NameOnly>(params).ok();
+        ToolsCall::Named(read.and_then(|r| r.name))
     };
-    match serde_json::from_str::<CallToolRequestParams>(params) {
-        Ok(params) => ToolsCall::Params(params),
-        Err(_) => {
-            let read = serde_json::from_str::<NameAndArguments>(params).ok();
-            let (name, arguments) = read.map_or((None, None), |r| (r.name, r.arguments));
-            ToolsCall::Unreadable {
-                name,
-                arguments: arguments.unwrap_or_else(|| Value::Object(Default::default())),
+    match (params, calls) {
+        (_, CallParams::Skip) => ToolsCall::Unread,
+        (None, _) => ToolsCall::Named(None),
+        (Some(params), CallParams::Name) => name_only(params),
+        (Some(params), CallParams::Whole) => {
+            match serde_json::from_str::<CallToolRequestParams>(params) {
+                Ok(params) => ToolsCall::Params(params),
+                Err(_) => name_only(params),
             }
         }
     }
@@ -198,13 +212,14 @@ fn tools_call(params: Option<&str>) -> ToolsCall {
 mod tests {
     use super::*;
 
-    /// Proves: a `tools/call` is read with its parameters, an `initialize` with its version, a
-    /// batch message by message, and JSON that is no message is told from a body that is not
-    /// JSON (whose error is the one the 400 reports).
+    /// Proves: a `tools/call` is read with its parameters (or only its name, or not at all, as
+    /// asked), an `initialize` with its version, a batch message by message, and JSON that is no
+    /// message is told from a body that is not JSON (whose error is the one the 400 reports).
     #[test]
     fn bodies_are_read_once_into_what_the_layers_need() {
+        use CallParams::{Name, Skip, Whole};
         let call = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"m":1}}}"#;
-        let Ok(Body::One(m)) = Body::parse(call) else {
+        let Ok(Body::One(m)) = Body::parse(call, Whole) else {
             panic!("one message")
         };
         assert!(m.jsonrpc_2);
@@ -213,21 +228,35 @@ mod tests {
             panic!("a readable tools/call: {m:?}")
         };
         assert_eq!(p.name, "echo");
+        let read = |calls| match Body::parse(call, calls) {
+            Ok(Body::One(Message {
+                method: Method::ToolsCall(call),
+                ..
+            })) => call,
+            other => panic!("a tools/call: {other:?}"),
+        };
+        assert!(matches!(read(Name), ToolsCall::Named(Some(n)) if n == "echo"));
+        assert!(matches!(read(Skip), ToolsCall::Unread));
+        assert_eq!(
+            arguments_at(call, 0),
+            serde_json::json!({"m": 1}),
+            "arguments read again for a receipt"
+        );
 
-        // Key order does not matter; an unreadable `arguments` keeps the name.
+        // Key order does not matter; unreadable parameters keep the name.
         let odd = br#"{"params":{"name":"echo","arguments":5},"method":"tools/call","id":"x","jsonrpc":"1.0"}"#;
-        let Ok(Body::One(m)) = Body::parse(odd) else {
+        let Ok(Body::One(m)) = Body::parse(odd, Whole) else {
             panic!("one message")
         };
         assert!(!m.jsonrpc_2);
         let Method::ToolsCall(call) = &m.method else {
             panic!("a tools/call")
         };
-        assert_eq!(call.name(), Some("echo"));
-        assert_eq!(call.arguments(), serde_json::json!(5));
+        assert!(matches!(call, ToolsCall::Named(Some(n)) if n == "echo"));
+        assert_eq!(arguments_at(odd, 0), serde_json::json!(5));
 
         let init = br#"[{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}, {"jsonrpc":"2.0","method":"ping"}]"#;
-        let Ok(body) = Body::parse(init) else {
+        let Ok(body) = Body::parse(init, Skip) else {
             panic!("a batch")
         };
         assert_eq!(body.messages().len(), 2);
@@ -236,18 +265,19 @@ mod tests {
             Method::Initialize(Some(v)) if v == "2025-11-25"
         ));
         assert_eq!(body.initialize_version(), None, "only a lone initialize");
+        assert_eq!(arguments_at(init, 1), serde_json::json!({}));
         let lone = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#;
         assert_eq!(
-            Body::parse(lone)
+            Body::parse(lone, Skip)
                 .ok()
                 .as_ref()
                 .and_then(Body::initialize_version),
             Some("2025-06-18")
         );
 
-        assert!(matches!(Body::parse(b"42"), Ok(Body::Other)));
-        assert!(matches!(Body::parse(b"[1, 2]"), Ok(Body::Other)));
-        let broken = Body::parse(b"{\"jsonrpc\": ").expect_err("not JSON");
+        assert!(matches!(Body::parse(b"42", Whole), Ok(Body::Other)));
+        assert!(matches!(Body::parse(b"[1, 2]", Whole), Ok(Body::Other)));
+        let broken = Body::parse(b"{\"jsonrpc\": ", Whole).expect_err("not JSON");
         let reference = serde_json::from_slice::<IgnoredAny>(b"{\"jsonrpc\": ").expect_err("e");
         assert_eq!(broken.to_string(), reference.to_string());
     }

@@ -2,14 +2,16 @@
 //!
 //! [`Gateway`] is one version of the shared state (configuration, contracts, upstreams, the
 //! current catalog); [`live::Live`] holds the version in force and swaps in a new one on reload;
-//! [`server`] is the MCP face of it, [`pipeline`] the life of one call, [`http`] the HTTP layers
-//! around the MCP endpoint (Host/Origin checks, authentication, session ownership).
+//! [`http`] holds the HTTP layers around the MCP endpoint (admission, Host/Origin checks, the body,
+//! authentication, session ownership), which carry each request's version, caller and parsed body
+//! in a [`request::Admitted`] and refuse with one `Rejection` type; [`server`] is rmcp's handler
+//! and `direct` the gateway's own answer to plain `tools/call` requests, both running
+//! [`pipeline`], the life of one call. ARCHITECTURE.md at the repository's root walks through it.
 
 mod capacity;
 pub mod catalog;
 pub mod connections;
 pub mod dedupe;
-mod dedupe_redis;
 mod direct;
 mod guarded;
 pub mod health;

@@ -17,6 +17,7 @@ use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
 use crate::policy::Caller;
 use crate::receipts::{Call, Outcome};
+use crate::telemetry::{self, UpstreamAttempt};
 use crate::upstream::{CallError, Upstream};
 
 /// The per-call timeout when neither the contract nor the upstream sets one.
@@ -78,9 +79,9 @@ impl Gateway {
             started,
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
-            trace_id: crate::telemetry::trace_id(),
+            trace_id: telemetry::trace_id(),
         };
-        crate::telemetry::note_call(&call);
+        telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (SPEC §4.11). A receipt that cannot be
         // written is logged loudly by `record`, and the call is answered all the same.
         let receipt = self.receipts.record(&call).await;
@@ -107,7 +108,7 @@ impl Gateway {
             replayed: false,
             started: SystemTime::now(),
             duration: Duration::ZERO,
-            trace_id: crate::telemetry::trace_id(),
+            trace_id: telemetry::trace_id(),
         };
         let _ = self.receipts.record(&call).await;
     }
@@ -221,7 +222,11 @@ impl Gateway {
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
         forwarded.arguments = arguments;
         let attempted = upstream
-            .call_with_retries(forwarded, self.timeout_of(contract), retries_of(contract))
+            .call_with_retries::<UpstreamAttempt>(
+                forwarded,
+                self.timeout_of(contract),
+                retries_of(contract),
+            )
             .await;
         // An unavailable upstream answers before anything is sent.
         let attempts = match attempted.result {

@@ -135,7 +135,10 @@ impl IntoResponse for Rejection {
                 "Bearer error=\"insufficient_scope\"",
             ),
             Rejection::SessionNotFound => (StatusCode::NOT_FOUND, self.to_string()).into_response(),
-            Rejection::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+            Rejection::Internal(what) => {
+                tracing::error!("request answered 500: {what}");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
         }
     }
 }

@@ -92,7 +92,11 @@ mod tests {
 
     /// The request ids of a JSON body, as the HTTP layer reads them.
     fn body(text: &str) -> Vec<RequestId> {
-        let body = super::super::message::Body::parse(text.as_bytes()).expect("JSON");
+        let body = super::super::message::Body::parse(
+            text.as_bytes(),
+            super::super::message::CallParams::Skip,
+        )
+        .expect("JSON");
         body.messages()
             .iter()
             .filter_map(|m| m.request_id())

@@ -1,6 +1,6 @@
 //! The issuer's signing keys for [`super::oauth`]: a JSON Web Key Set read from `jwks_file`, or
-//! fetched from `jwks_url` and cached. Only asymmetric signature keys of the accepted algorithms are
-//! kept; an HMAC (`oct`) key in a public key set would let anyone holding the set sign tokens.
+//! fetched from `jwks_url` and cached. Which keys of a set are kept is the set's format, in
+//! `config::jwks` (the configuration checks a `jwks_file` with it at load).
 //!
 //! Fetching is careful with the issuer: one fetch at a time, a short pause after a failure, and a
 //! token naming an unknown `kid` (rotation) refetches at most once per [`JWKS_REFETCH_FLOOR`].
@@ -9,8 +9,9 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, PublicKeyUse};
-use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey};
+use jsonwebtoken::Algorithm;
+
+use crate::config::jwks::{self, SigningKey as Key};
 
 /// Keys fetched from `jwks_url` are used this long before they are fetched again.
 pub(super) const JWKS_TTL: Duration = Duration::from_secs(600);
@@ -22,15 +23,6 @@ const JWKS_RETRY_AFTER_FAILURE: Duration = Duration::from_secs(2);
 pub(super) const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 const JWKS_MAX_BYTES: usize = 1 << 20;
 
-/// One verification key of the issuer.
-pub(super) struct Key {
-    pub(super) kid: Option<String>,
-    /// The `alg` the JWK pins, if any: a token must then use exactly it.
-    pub(super) alg: Option<Algorithm>,
-    pub(super) family: AlgorithmFamily,
-    pub(super) key: DecodingKey,
-}
-
 /// The issuer's usable keys at one point in time.
 #[derive(Default)]
 pub(super) struct KeySet {
@@ -39,41 +31,18 @@ pub(super) struct KeySet {
 }
 
 impl KeySet {
-    /// Keeps the signature keys of an asymmetric family we accept; everything else (HMAC `oct`
-    /// keys, encryption keys, unknown key types) is dropped.
+    /// The accepted signature keys in a key set document (see [`jwks::parse`]).
     pub(super) fn parse(bytes: &[u8]) -> Result<KeySet, String> {
-        let set: JwkSet = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not a JSON Web Key Set ({{\"keys\": [...]}}): {e}"))?;
-        let mut keys = Vec::new();
-        for jwk in &set.keys {
-            if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
-                continue;
-            }
-            let family = match &jwk.algorithm {
-                AlgorithmParameters::RSA(_) => AlgorithmFamily::Rsa,
-                AlgorithmParameters::EllipticCurve(_) => AlgorithmFamily::Ec,
-                AlgorithmParameters::OctetKeyPair(_) => AlgorithmFamily::Ed,
-                _ => continue,
-            };
-            let alg = match jwk.common.key_algorithm {
-                Some(a) => match Algorithm::try_from(a) {
-                    Ok(alg) if accepted(alg) => Some(alg),
-                    _ => continue,
-                },
-                None => None,
-            };
-            let Ok(key) = DecodingKey::from_jwk(jwk) else {
-                continue;
-            };
-            keys.push(Key {
-                kid: jwk.common.key_id.clone(),
-                alg,
-                family,
-                key,
-            });
-        }
         Ok(KeySet {
-            keys,
+            keys: jwks::parse(bytes)?,
+            fetched_at: Some(Instant::now()),
+        })
+    }
+
+    /// A `jwks_file`, read now.
+    pub(super) fn load_file(path: &Path) -> Result<KeySet, String> {
+        Ok(KeySet {
+            keys: jwks::read_file(path)?,
             fetched_at: Some(Instant::now()),
         })
     }
@@ -195,25 +164,4 @@ impl RemoteKeys {
     pub(super) fn generation(&self) -> u64 {
         self.fetch.try_lock().map_or(u64::MAX, |log| log.generation)
     }
-}
-
-/// Loads and parses a `jwks_file` (also used to validate the configuration at load).
-pub fn read_jwks_file(path: &Path) -> Result<usize, String> {
-    load_file(path).map(|set| set.keys.len())
-}
-
-pub(super) fn load_file(path: &Path) -> Result<KeySet, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let set = KeySet::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    if set.keys.is_empty() {
-        return Err(format!(
-            "{} holds no RS256, ES256 or EdDSA signature key",
-            path.display()
-        ));
-    }
-    Ok(set)
-}
-
-pub(super) fn accepted(alg: Algorithm) -> bool {
-    matches!(alg, Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA)
 }

@@ -382,19 +382,18 @@ impl RedisLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::units::parse_rate;
 
     fn caller(name: &str, rate: Option<&str>) -> Caller {
         Caller {
             name: name.into(),
             tools: vec!["*".into()],
             scopes: vec![],
-            rate: rate.map(|r| parse_rate(r).expect("rate")),
+            rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
         }
     }
 
     fn admit(l: &Limits, c: &Caller, tool: &str, rate: Option<&str>) -> Result<(), Refusal> {
-        let rate = rate.map(|r| parse_rate(r).expect("rate"));
+        let rate = rate.map(|r| r.parse::<Rate>().expect("rate"));
         futures_lite(l.admit_named(c, tool, rate))
     }
 
@@ -480,7 +479,7 @@ mod tests {
                 },
             ));
         }
-        let rate = parse_rate("1000000/s").ok();
+        let rate = "1000000/s".parse::<Rate>().ok();
         for (name, limits) in backends {
             let callers: Vec<Caller> = (0..1000)
                 .map(|i| caller(&format!("c{i}"), Some("1000000/s")))
@@ -503,7 +502,7 @@ mod tests {
 
     #[test]
     fn emission_intervals() {
-        let r = |t: &str| parse_rate(t).expect("rate");
+        let r = |t: &str| t.parse::<Rate>().expect("rate");
         assert_eq!(emission_interval(r("20/s")), Duration::from_millis(50));
         assert_eq!(emission_interval(r("2/m")), Duration::from_secs(30));
     }

@@ -199,8 +199,7 @@ mod tests {
     }
 
     fn authenticator(callers: Vec<CallerConfig>) -> Authenticator {
-        let mut config: Config = crate::config::yaml::parse(std::path::Path::new("t.yaml"), "{}")
-            .expect("empty config parses");
+        let mut config: Config = Config::from_yaml("{}").expect("empty config parses");
         config.callers = callers;
         Authenticator::from_config(&config)
     }

@@ -21,8 +21,8 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 
 use super::Caller;
-use super::jwks::{JWKS_FETCH_TIMEOUT, JWKS_TTL, KeySet, KeySource, RemoteKeys, Why, load_file};
-pub use super::jwks::{JWKS_REFETCH_FLOOR, read_jwks_file};
+pub use super::jwks::JWKS_REFETCH_FLOOR;
+use super::jwks::{JWKS_FETCH_TIMEOUT, JWKS_TTL, KeySet, KeySource, RemoteKeys, Why};
 use crate::config::{Config, OAuthConfig, Rate, RoleConfig};
 
 /// Tolerated difference between the issuer's clock and ours, for `exp` and `nbf`.
@@ -90,7 +90,7 @@ impl TokenValidator {
     /// fetched on first use. A file that cannot be read leaves no keys: every token is refused.
     pub fn from_config(config: &Config, oauth: &OAuthConfig) -> TokenValidator {
         let keys = match (&oauth.jwks_file, &oauth.jwks_url) {
-            (Some(file), _) => KeySource::File(load_file(file).unwrap_or_else(|e| {
+            (Some(file), _) => KeySource::File(KeySet::load_file(file).unwrap_or_else(|e| {
                 tracing::error!("oauth.jwks_file: {e}; every token will be refused");
                 KeySet::default()
             })),
@@ -314,14 +314,12 @@ fn more_generous(a: Rate, b: Rate) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::units::parse_rate;
 
     fn validator(roles_yaml: &str) -> TokenValidator {
         let text = format!(
             "public_url: https://gw.example/mcp\noauth:\n  issuer: https://idp.example\n  jwks_url: https://idp.example/jwks\n  roles_claim: groups\n  roles:\n{roles_yaml}"
         );
-        let config: Config = crate::config::yaml::parse(std::path::Path::new("t.yaml"), &text)
-            .expect("config parses");
+        let config: Config = Config::from_yaml(&text).expect("config parses");
         let oauth = config.oauth.clone().expect("oauth block");
         TokenValidator::from_config(&config, &oauth)
     }
@@ -336,7 +334,7 @@ mod tests {
             .expect("caller");
         assert_eq!(c.name, "u1");
         assert_eq!(c.tools, vec!["get_time", "tickets_*"]);
-        assert_eq!(c.rate, parse_rate("5/s").ok());
+        assert_eq!(c.rate, "5/s".parse::<Rate>().ok());
         assert_eq!(c.scopes, vec!["a", "b", "c"]);
         let c = v
             .caller(&serde_json::json!({"sub": "u2", "groups": "ops"}))
@@ -344,7 +342,7 @@ mod tests {
         assert_eq!(c.tools, vec!["get_time", "*"]);
         assert_eq!(
             c.rate,
-            parse_rate("1/s").ok(),
+            "1/s".parse::<Rate>().ok(),
             "a role without rate adds none"
         );
         let c = v.caller(&serde_json::json!({"sub": "u3"})).expect("caller");
@@ -410,7 +408,7 @@ mod tests {
 
     #[test]
     fn generosity_compares_rates_over_time_then_burst() {
-        let r = |t: &str| parse_rate(t).expect("rate");
+        let r = |t: &str| t.parse::<Rate>().expect("rate");
         assert!(more_generous(r("2/s"), r("100/m")));
         assert!(!more_generous(r("100/m"), r("2/s")));
         assert!(more_generous(r("1/s burst 5"), r("1/s")));

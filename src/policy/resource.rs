@@ -148,8 +148,7 @@ mod tests {
         let text = format!(
             "oauth:\n  issuer: https://idp.example\n  audience: https://gw.example/mcp\n  jwks_file: k.json\n{extra}"
         );
-        let config: Config =
-            crate::config::yaml::parse(std::path::Path::new("t.yaml"), &text).expect("parses");
+        let config: Config = Config::from_yaml(&text).expect("parses");
         ProtectedResource::from_config(&config, &ContractSet::default()).expect("oauth")
     }
 

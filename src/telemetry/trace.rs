@@ -29,7 +29,7 @@ use tracing::Instrument as _;
 use super::metrics;
 use crate::config::UpstreamTransport;
 use crate::receipts::Call;
-use crate::upstream::CallError;
+use crate::upstream::{AttemptSpan, CallError};
 
 /// What the handler tells [`serve`] about its request, through the request's [`Context`].
 #[derive(Debug)]
@@ -232,11 +232,11 @@ pub struct UpstreamAttempt {
     cx: Option<Context>,
 }
 
-impl UpstreamAttempt {
+impl AttemptSpan for UpstreamAttempt {
     /// Opens the span as a child of the current request's and writes the W3C context into
     /// `params._meta` (`traceparent`, `tracestate`). Without a tracer, the client's own context is
     /// passed on unchanged, if it sent one.
-    pub fn start(
+    fn start(
         upstream: &str,
         transport: &UpstreamTransport,
         attempt: u32,
@@ -281,7 +281,7 @@ impl UpstreamAttempt {
     }
 
     /// Closes the span with `error.type` when the attempt failed or answered a tool error.
-    pub fn finish(self, result: &Result<CallToolResult, CallError>) {
+    fn finish(self, result: &Result<CallToolResult, CallError>) {
         let Some(cx) = self.cx else { return };
         let span = cx.span();
         if !span.is_recording() {

@@ -23,10 +23,30 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{UpstreamConfig, UpstreamTransport};
-use crate::telemetry::UpstreamAttempt;
 
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
 use forward::{Forwarded, Forwarder};
+
+/// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
+/// here so that this module needs nothing from whoever watches it.
+pub trait AttemptSpan: Sized {
+    /// Opens the span for attempt number `attempt` (from 1) of a call on `upstream`; it may
+    /// write its trace context into `params._meta`, which goes upstream.
+    fn start(
+        upstream: &str,
+        transport: &UpstreamTransport,
+        attempt: u32,
+        params: &mut CallToolRequestParams,
+    ) -> Self;
+    /// Closes it with the attempt's result.
+    fn finish(self, result: &Result<CallToolResult, CallError>);
+}
+
+/// No observer: attempts go unrecorded.
+impl AttemptSpan for () {
+    fn start(_: &str, _: &UpstreamTransport, _: u32, _: &mut CallToolRequestParams) {}
+    fn finish(self, _: &Result<CallToolResult, CallError>) {}
+}
 
 /// How often a connected upstream is pinged.
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
@@ -148,8 +168,8 @@ impl Upstream {
         })
     }
 
-    /// One attempt of a call, in its own CLIENT span (whose context goes upstream in `_meta`).
-    async fn attempt(
+    /// One attempt of a call, in its own span `S` (whose context goes upstream in `_meta`).
+    async fn attempt<S: AttemptSpan>(
         &self,
         mut params: CallToolRequestParams,
         timeout: Duration,
@@ -158,7 +178,7 @@ impl Upstream {
         let route = self
             .route()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
-        let span = UpstreamAttempt::start(&self.name, &self.transport, attempt, &mut params);
+        let span = S::start(&self.name, &self.transport, attempt, &mut params);
         let result = tokio::time::timeout(timeout, self.send(route, params))
             .await
             .unwrap_or(Err(CallError::Timeout(timeout)));
@@ -193,8 +213,9 @@ impl Upstream {
     /// Calls `params.name` on the upstream, waiting at most `timeout` for each answer, and
     /// retrying up to `retries` times on transient failures (timeout, connection lost) with
     /// jittered exponential backoff. Only the caller knows whether a retry is safe: pass
-    /// `retries: 0` for tools that are not idempotent.
-    pub async fn call_with_retries(
+    /// `retries: 0` for tools that are not idempotent. Each attempt is observed by a span `S`
+    /// (telemetry's, in the gateway).
+    pub async fn call_with_retries<S: AttemptSpan>(
         &self,
         mut params: CallToolRequestParams,
         timeout: Duration,
@@ -210,7 +231,7 @@ impl Upstream {
             } else {
                 params.clone()
             };
-            let result = self.attempt(sent, timeout, attempts).await;
+            let result = self.attempt::<S>(sent, timeout, attempts).await;
             let transient = matches!(
                 result,
                 Err(CallError::Timeout(_) | CallError::ConnectionLost(_))

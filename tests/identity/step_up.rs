@@ -10,7 +10,8 @@ use super::{BOB, HttpUpstream, V, call, call_once, listed, start_with_file, toke
 /// Proves: a caller that may use a tool but lacks its scopes sees it listed and gets HTTP 403
 /// `insufficient_scope` naming the scope (tokens and API keys alike); with the scope (`scope` or
 /// `scp`) the call goes through; a caller not allowed the tool gets "Unknown tool", not a 403.
-/// Each 403 leaves a `denied` receipt with the refused arguments.
+/// Each 403 leaves a `denied` receipt with the refused arguments, whichever path (the gateway's
+/// own, or rmcp's for a 2025-03-26 session) would have served the call.
 #[tokio::test]
 async fn step_up_403_names_the_missing_scope() {
     let upstream = HttpUpstream::start(&[]);
@@ -49,19 +50,31 @@ async fn step_up_403_names_the_missing_scope() {
         let echo = call(&raw, credential, &session, "echo", json!({"message": "hi"})).await;
         assert_eq!(echo.status, 200, "{echo:?}");
     }
+    // A 2025-03-26 session's call is rmcp's to serve, so the HTTP layer read only the tool's name
+    // of it: the refusal's receipt reads the arguments from the body again.
+    let old = "2025-03-26";
+    let session = raw.open_session(Some(BOB), old).await;
+    let params = json!({"name": "get_weather", "arguments": {"location": "New York"}});
+    let reply = raw
+        .request(Some(BOB), &session, old, "tools/call", params)
+        .await;
+    assert_eq!(reply.status, 403, "{reply:?}");
     // Each refusal left a `denied` receipt with the arguments it was refused with.
     let refused: Vec<Value> = common::receipts_json(&gw.config_path(), &["--outcome", "denied"])
         .into_iter()
         .filter(|r| r["tool"] == "get_weather")
         .collect();
-    assert_eq!(refused.len(), 2, "{refused:?}");
-    for receipt in &refused {
-        assert_eq!(
-            receipt["arguments"],
-            json!({"location": "Chicago"}),
-            "{receipt}"
-        );
-    }
+    let mut arguments: Vec<String> = refused.iter().map(|r| r["arguments"].to_string()).collect();
+    arguments.sort();
+    assert_eq!(
+        arguments,
+        [
+            r#"{"location":"Chicago"}"#,
+            r#"{"location":"Chicago"}"#,
+            r#"{"location":"New York"}"#
+        ],
+        "{refused:?}"
+    );
     for credential in [
         token(
             &k.rsa,

@@ -31,7 +31,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::dedupe::{CallKey, Deduped, Recorded, effect_unknown, replayed};
+use super::record::{CallKey, Deduped, Recorded, effect_unknown, replayed};
 use crate::receipts::Outcome;
 use crate::state::RedisState;
 

@@ -4,61 +4,19 @@
 //!
 //! [`DedupeCache`] is the one entry point whatever `state` says: with `state: memory` the records
 //! live in this process (below); with `state: redis://…` they live in Redis
-//! ([`super::dedupe_redis`]), so the promise holds across replicas.
+//! ([`redis`]); both speak the vocabulary of [`record`], so the promise holds across replicas.
 
-use std::collections::HashMap;
+mod memory;
+mod record;
+mod redis;
+
 use std::future::Future;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::Value;
-use tokio::sync::watch;
-
-use super::dedupe_redis::RedisDedupe;
 use crate::config::{Config, StateBackend};
-use crate::receipts::Outcome;
-
-/// A call's answer as recorded for replays: the result and how the call ended.
-#[derive(Debug, Clone, Default)]
-pub struct Recorded {
-    pub result: CallToolResult,
-    pub outcome: Option<Outcome>,
-}
-
-/// What identifies "the same call".
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CallKey {
-    pub caller: String,
-    pub tool: String,
-    /// Digest of the canonical arguments.
-    pub arguments: String,
-}
-
-enum Slot {
-    InFlight(watch::Receiver<Option<Recorded>>),
-    Done {
-        recorded: Recorded,
-        until: Instant,
-    },
-    /// The call was dropped mid-flight: until the window ends, repeats answer that its effect is
-    /// unknown (as with shared records in Redis) rather than run it a second time.
-    Abandoned {
-        until: Instant,
-    },
-}
-
-/// How a deduplicated call was answered.
-pub enum Deduped<T> {
-    /// This call ran; `T` is what the runner returned.
-    Ran(T),
-    /// An identical call ran (or was running): this is its recorded answer, marked replayed.
-    Replayed(Recorded),
-    /// This call did not run and there is no recorded answer to replay: an identical call's
-    /// effect is unknown, or the shared records cannot be reached. The tool error to answer,
-    /// with its outcome; the receipt shows neither an attempt nor a replay.
-    NotRun(Recorded),
-}
+use memory::MemoryDedupe;
+pub use record::{CallKey, Deduped, Recorded};
+use redis::RedisDedupe;
 
 /// The recorded calls of `dedupe` tools: in this process, or shared by replicas through Redis.
 pub struct DedupeCache {
@@ -125,128 +83,12 @@ impl DedupeCache {
     }
 }
 
-/// The recorded calls of one gateway instance.
-#[derive(Default)]
-struct MemoryDedupe {
-    slots: Mutex<HashMap<CallKey, Slot>>,
-}
-
-/// Above this many slots, expired ones are dropped on the next insert, keeping memory bounded.
-const PRUNE_ABOVE: usize = 4096;
-
-impl MemoryDedupe {
-    /// [`DedupeCache::run`] within this process.
-    async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
-    where
-        F: Future<Output = (T, Option<Recorded>)>,
-    {
-        // Claim the key, or wait for the identical call in flight and look again when it ends:
-        // it recorded an answer (replayed), was abandoned (effect unknown), or recorded nothing
-        // because it never reached the upstream (then this call claims the key and runs).
-        // Looking and claiming happen under one lock, so two identical calls never both run.
-        let tx = loop {
-            let mut in_flight = {
-                let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-                match slots.get(&key) {
-                    Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
-                        return Deduped::Replayed(replayed(recorded.clone()));
-                    }
-                    Some(Slot::Abandoned { until }) if *until > Instant::now() => {
-                        return Deduped::NotRun(effect_unknown(
-                            "an identical call was abandoned in flight",
-                        ));
-                    }
-                    Some(Slot::InFlight(rx)) => rx.clone(),
-                    _ => {
-                        if slots.len() > PRUNE_ABOVE {
-                            let now = Instant::now();
-                            slots.retain(|_, slot| match slot {
-                                Slot::Done { until, .. } | Slot::Abandoned { until } => {
-                                    *until > now
-                                }
-                                Slot::InFlight(_) => true,
-                            });
-                        }
-                        let (tx, rx) = watch::channel(None);
-                        slots.insert(key.clone(), Slot::InFlight(rx));
-                        break tx;
-                    }
-                }
-            };
-            if let Ok(recorded) = in_flight.wait_for(Option::is_some).await {
-                return Deduped::Replayed(replayed(recorded.clone().unwrap_or_default()));
-            }
-        };
-        let mut guard = InFlightGuard {
-            cache: self,
-            key: &key,
-            window,
-            armed: true,
-        };
-        let (value, record) = run.await;
-        guard.armed = false;
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        match record {
-            Some(recorded) => {
-                let _ = tx.send(Some(recorded.clone()));
-                slots.insert(
-                    key.clone(),
-                    Slot::Done {
-                        recorded,
-                        until: Instant::now() + window,
-                    },
-                );
-            }
-            None => {
-                slots.remove(&key);
-            }
-        }
-        Deduped::Ran(value)
-    }
-}
-
-/// Marks the key abandoned if the running call is dropped (client gone): waiters learn at once
-/// that the first call's effect is unknown, and so do repeats until the window ends.
-struct InFlightGuard<'a> {
-    cache: &'a MemoryDedupe,
-    key: &'a CallKey,
-    window: Duration,
-    armed: bool,
-}
-
-impl Drop for InFlightGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let mut slots = self.cache.slots.lock().unwrap_or_else(|p| p.into_inner());
-            let until = Instant::now() + self.window;
-            slots.insert(self.key.clone(), Slot::Abandoned { until });
-        }
-    }
-}
-
-/// The answer of a call that was not run because an identical call's effect is unknown:
-/// running it could make the effect happen twice, so it says so instead (outcome `unknown`).
-pub(super) fn effect_unknown(what_happened: &str) -> Recorded {
-    Recorded {
-        result: CallToolResult::error(vec![ContentBlock::text(format!(
-            "{what_happened}; its effect is unknown, so it was not repeated"
-        ))]),
-        outcome: Some(Outcome::Unknown),
-    }
-}
-
-/// Marks a recorded result as replayed: `_meta: {"narrowgate/replayed": true}`.
-pub(super) fn replayed(mut recorded: Recorded) -> Recorded {
-    let mut meta = recorded.result.meta.take().unwrap_or_default();
-    meta.0
-        .insert("narrowgate/replayed".into(), Value::Bool(true));
-    recorded.result.meta = Some(meta);
-    recorded
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::receipts::Outcome;
+    use rmcp::model::{CallToolResult, ContentBlock};
+    use serde_json::Value;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde_json::{Value, json};
 
 /// The integration tests' `redis-server` harness (std only), shared rather than copied.
-#[path = "../../../tests/common/redis.rs"]
+#[path = "../../../../tests/common/redis.rs"]
 mod redis_server;
 use redis_server::{Redis, free_port};
 

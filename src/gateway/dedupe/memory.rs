@@ -1,0 +1,122 @@
+//! The `state: memory` dedupe backend: the records of one gateway instance.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::record::{CallKey, Deduped, Recorded, effect_unknown, replayed};
+
+enum Slot {
+    InFlight(watch::Receiver<Option<Recorded>>),
+    Done {
+        recorded: Recorded,
+        until: Instant,
+    },
+    /// The call was dropped mid-flight: until the window ends, repeats answer that its effect is
+    /// unknown (as with shared records in Redis) rather than run it a second time.
+    Abandoned {
+        until: Instant,
+    },
+}
+
+/// The recorded calls of one gateway instance.
+#[derive(Default)]
+pub struct MemoryDedupe {
+    slots: Mutex<HashMap<CallKey, Slot>>,
+}
+
+/// Above this many slots, expired ones are dropped on the next insert, keeping memory bounded.
+const PRUNE_ABOVE: usize = 4096;
+
+impl MemoryDedupe {
+    /// [`DedupeCache::run`] within this process.
+    pub async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
+    where
+        F: Future<Output = (T, Option<Recorded>)>,
+    {
+        // Claim the key, or wait for the identical call in flight and look again when it ends:
+        // it recorded an answer (replayed), was abandoned (effect unknown), or recorded nothing
+        // because it never reached the upstream (then this call claims the key and runs).
+        // Looking and claiming happen under one lock, so two identical calls never both run.
+        let tx = loop {
+            let mut in_flight = {
+                let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+                match slots.get(&key) {
+                    Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
+                        return Deduped::Replayed(replayed(recorded.clone()));
+                    }
+                    Some(Slot::Abandoned { until }) if *until > Instant::now() => {
+                        return Deduped::NotRun(effect_unknown(
+                            "an identical call was abandoned in flight",
+                        ));
+                    }
+                    Some(Slot::InFlight(rx)) => rx.clone(),
+                    _ => {
+                        if slots.len() > PRUNE_ABOVE {
+                            let now = Instant::now();
+                            slots.retain(|_, slot| match slot {
+                                Slot::Done { until, .. } | Slot::Abandoned { until } => {
+                                    *until > now
+                                }
+                                Slot::InFlight(_) => true,
+                            });
+                        }
+                        let (tx, rx) = watch::channel(None);
+                        slots.insert(key.clone(), Slot::InFlight(rx));
+                        break tx;
+                    }
+                }
+            };
+            if let Ok(recorded) = in_flight.wait_for(Option::is_some).await {
+                return Deduped::Replayed(replayed(recorded.clone().unwrap_or_default()));
+            }
+        };
+        let mut guard = InFlightGuard {
+            cache: self,
+            key: &key,
+            window,
+            armed: true,
+        };
+        let (value, record) = run.await;
+        guard.armed = false;
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        match record {
+            Some(recorded) => {
+                let _ = tx.send(Some(recorded.clone()));
+                slots.insert(
+                    key.clone(),
+                    Slot::Done {
+                        recorded,
+                        until: Instant::now() + window,
+                    },
+                );
+            }
+            None => {
+                slots.remove(&key);
+            }
+        }
+        Deduped::Ran(value)
+    }
+}
+
+/// Marks the key abandoned if the running call is dropped (client gone): waiters learn at once
+/// that the first call's effect is unknown, and so do repeats until the window ends.
+struct InFlightGuard<'a> {
+    cache: &'a MemoryDedupe,
+    key: &'a CallKey,
+    window: Duration,
+    armed: bool,
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut slots = self.cache.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let until = Instant::now() + self.window;
+            slots.insert(self.key.clone(), Slot::Abandoned { until });
+        }
+    }
+}
