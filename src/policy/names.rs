@@ -57,19 +57,6 @@ pub fn caller_name(claim: &str) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
-/// Any text from a request, for a log line: escaped and cut to `max_chars` characters (followed
-/// by `…` when cut).
-pub fn shown_text(text: &str, max_chars: usize) -> Cow<'_, str> {
-    if text.chars().count() <= max_chars && !text.chars().any(breaks_lines) {
-        return Cow::Borrowed(text);
-    }
-    let (mut shown, cut) = escaped_prefix(text, max_chars);
-    if cut {
-        shown.push(CUT);
-    }
-    Cow::Owned(shown)
-}
-
 /// The first `max_chars` characters of `text` with every character that [`breaks_lines`]
 /// escaped (`\n`, `\u{202e}`, …) and backslashes doubled; and whether `text` was longer.
 fn escaped_prefix(text: &str, max_chars: usize) -> (String, bool) {
@@ -129,12 +116,5 @@ mod tests {
         assert!(shown_a.len() <= CALLER_MAX_BYTES, "{shown_a}");
         // A claim that looks like a shortened name is shortened itself.
         assert_ne!(caller_name(&shown_a), shown_a);
-    }
-
-    #[test]
-    fn text_is_escaped_and_cut() {
-        assert_eq!(shown_text("kid-1", 64), "kid-1");
-        assert_eq!(shown_text("a\r\nb", 64), "a\\r\\nb");
-        assert_eq!(shown_text("abcdef", 3), "abc…");
     }
 }

@@ -117,10 +117,10 @@ pub async fn serve<T: ToolOutcome>(
             };
             let mut attributes = vec![
                 KeyValue::new("mcp.method.name", method),
-                // The client's id may be a string of any length: bounded like any client text.
+                // The client's id may be a string of any length: its first 128 characters.
                 KeyValue::new(
                     "jsonrpc.request.id",
-                    crate::policy::names::shown_text(&inbound.id.to_string(), 128).into_owned(),
+                    inbound.id.to_string().chars().take(128).collect::<String>(),
                 ),
                 KeyValue::new("jsonrpc.protocol.version", "2.0"),
                 KeyValue::new("network.transport", "tcp"),
