@@ -119,6 +119,7 @@ mod tests {
         serde_json::from_str(text).expect("json")
     }
 
+    /// Proves: key order does not change a digest, an array's order does.
     #[test]
     fn digest_ignores_key_order_but_not_values() {
         let a = parse(r#"{"b":1,"a":[1,2]}"#);

@@ -23,11 +23,16 @@ use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
+use super::connections::Throttle;
 use super::message::{Body, Message, Method as JsonRpcMethod};
 use super::rejection::Rejection;
 use super::request::Admitted;
 use super::sessions::SessionOwners;
 use crate::config::http_limits::HttpConfig;
+
+/// At most one warning a second for each kind of refusal.
+static SESSIONS_REFUSED: Throttle = Throttle::new();
+static STREAMS_REFUSED: Throttle = Throttle::new();
 
 /// The layer's state: cheap to clone.
 #[derive(Clone)]
@@ -71,7 +76,9 @@ impl Capacity {
         match over(self.sessions.counts(caller)) {
             None => Ok(()),
             Some(limit) => {
-                tracing::warn!(caller = %caller, %limit, "request refused: 503, too many sessions");
+                if SESSIONS_REFUSED.ready() {
+                    tracing::warn!(caller = %caller, %limit, "request refused: 503, too many sessions");
+                }
                 Err(Rejection::TooManySessions(limit))
             }
         }
@@ -157,7 +164,9 @@ pub async fn limit_sessions_and_streams(
         true => match capacity.streams.take(&caller.name, limits) {
             Ok(slot) => Some(slot),
             Err(limit) => {
-                tracing::warn!(caller = %caller.name, %limit, "request refused: 503, too many streams");
+                if STREAMS_REFUSED.ready() {
+                    tracing::warn!(caller = %caller.name, %limit, "request refused: 503, too many streams");
+                }
                 return Err(Rejection::TooManyStreams(limit));
             }
         },

@@ -13,8 +13,9 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::Request;
@@ -37,6 +38,29 @@ pub const OVER_LIMIT_AT_MOST: usize = 64;
 const RETRY_AFTER_SECONDS: u32 = 1;
 /// The paths a connection over a limit still answers.
 const HEALTH_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// At most one warning a second of each kind: under a flood of connections or refusals, the log
+/// says so without growing with the flood.
+pub(super) struct Throttle(AtomicU64);
+
+impl Throttle {
+    pub(super) const fn new() -> Throttle {
+        Throttle(AtomicU64::new(0))
+    }
+
+    /// Whether a warning may be logged now (and if so, none for the next second).
+    pub(super) fn ready(&self) -> bool {
+        static START: OnceLock<Instant> = OnceLock::new();
+        let now = START.get_or_init(Instant::now).elapsed().as_millis();
+        let now = u64::try_from(now).unwrap_or(u64::MAX).saturating_add(1000);
+        let last = self.0.load(Ordering::Relaxed);
+        now >= last.saturating_add(1000)
+            && self
+                .0
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
 
 /// What the accept loop knows of a connection, in each of its requests' extensions.
 #[derive(Debug, Clone, Copy)]
@@ -121,6 +145,7 @@ pub async fn serve(
 ) {
     let counts = Arc::new(Counts::default());
     let connections = TaskTracker::new();
+    let (accept_failed, over_limit) = (Throttle::new(), Throttle::new());
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -131,7 +156,9 @@ pub async fn serve(
             Err(e) => {
                 // Out of file descriptors, typically: wait for connections to close rather
                 // than spin on the error.
-                tracing::warn!(error = %e, "cannot accept a connection");
+                if accept_failed.ready() {
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -145,8 +172,10 @@ pub async fn serve(
             tracing::debug!(%peer, "connection closed at once: too many connections over the limits");
             continue;
         };
-        if slot.over_limit {
-            tracing::warn!(%peer, "connection over the connection limits: answering health checks only");
+        if slot.over_limit && over_limit.ready() {
+            tracing::warn!(%peer, max_connections = limits.max_connections,
+                max_connections_per_client = limits.max_connections_per_client,
+                "connections over the limits: answering health checks only, 503 for the rest");
         }
         // Without TCP_NODELAY, a response written in two segments waits for the client's
         // delayed ACK (about 40 ms per call on a kept-alive connection).
@@ -241,6 +270,14 @@ mod tests {
     /// Proves: connections are counted per client and overall, a connection over either limit
     /// is marked so, only [`OVER_LIMIT_AT_MOST`] of those are kept, and every slot is given back
     /// when its connection ends.
+    /// Proves: a warning of one kind is let through, and not again within the second.
+    #[test]
+    fn warnings_are_throttled() {
+        let throttle = Throttle::new();
+        assert!(throttle.ready());
+        assert!(!throttle.ready(), "not twice within a second");
+    }
+
     #[test]
     fn connections_are_counted_at_accept() {
         let counts = Arc::new(Counts::default());
