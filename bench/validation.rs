@@ -138,6 +138,7 @@ fn main() {
             contract: out_validator,
             upstream: Some(&up_out),
             max_bytes: 4 << 20,
+            error_text_bytes: 1 << 10,
         };
         // Sanity: the good case passes, the bad one is refused.
         enforce::check_arguments(&contract.input_validator, Some(&up_in), &case.arguments)

@@ -6,10 +6,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use common::{demo_stdio_config, free_port};
+use common::{ConfigDir, demo_stdio_config, free_port};
 use serde_json::{Value, json};
 
 /// Runs `narrowgate ARGS`, feeding `stdin` when given.
@@ -38,34 +37,22 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A configuration file and its `contracts/` folder in a temporary directory.
-struct Setup {
-    dir: tempfile::TempDir,
+/// A configuration file and its `contracts/` folder in a temporary directory (a
+/// [`ConfigDir`], which it derefs to), and the commands run on it.
+struct Setup(ConfigDir);
+
+impl std::ops::Deref for Setup {
+    type Target = ConfigDir;
+
+    fn deref(&self) -> &ConfigDir {
+        &self.0
+    }
 }
 
 impl Setup {
     /// `config` is the YAML after `contracts: contracts`; `contracts` are (file, YAML) pairs.
     fn new(config: &str, contracts: &[(&str, &str)]) -> Setup {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join("contracts")).expect("contracts dir");
-        std::fs::write(
-            dir.path().join("narrowgate.yaml"),
-            format!("contracts: contracts\n{config}"),
-        )
-        .expect("write config");
-        let setup = Setup { dir };
-        for (file, text) in contracts {
-            setup.contract(file, text);
-        }
-        setup
-    }
-
-    fn contract(&self, file: &str, text: &str) {
-        std::fs::write(self.dir.path().join("contracts").join(file), text).expect("write contract");
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("narrowgate.yaml")
+        Setup(ConfigDir::new(config, contracts))
     }
 
     /// `narrowgate CMD --config FILE EXTRA...`
@@ -93,6 +80,11 @@ fn demo_stdio() -> String {
     demo_stdio_config("", "")
 }
 
+/// The string at `field` of `value` ("" when there is none: every check on it then fails).
+fn str_at<'a>(value: &'a Value, field: &str) -> &'a str {
+    value[field].as_str().unwrap_or_default()
+}
+
 fn tool_row<'a>(report: &'a Value, tool: &str) -> &'a Value {
     report["tools"]
         .as_array()
@@ -118,12 +110,8 @@ fn check_accepts_a_narrower_contract() {
     assert_eq!(row["status"], "enabled");
     assert_eq!(row["narrowing"]["verdict"], "narrower");
     assert_eq!(row["pin"], "unpinned");
-    assert!(
-        row["upstream_digest"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("sha256:") && d.len() == 71),
-        "{row}"
-    );
+    let d = str_at(row, "upstream_digest");
+    assert!(d.starts_with("sha256:") && d.len() == 71, "{row}");
     assert_eq!(report["ok"], true);
     let table = setup.run("check", &[]);
     assert_eq!(table.status.code(), Some(0));
@@ -181,6 +169,62 @@ fn check_reports_an_empty_intersection() {
     assert!(stdout(&setup.run("check", &[])).contains("EMPTY"));
 }
 
+/// Proves: a contract `output` that contradicts the upstream's outputSchema (the demo's `add`
+/// promises a number `sum`) is reported with an `empty` output verdict, the tool disabled,
+/// exit 1; a compatible one is `narrower` with exit 0.
+#[test]
+fn check_proves_or_refuses_the_output_side() {
+    let add = |sum: &str| {
+        format!(
+            "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {{type: object, properties: {{a: {{type: number}}, b: {{type: number}}}}, required: [a, b], additionalProperties: false}}\n    output: {{type: object, properties: {{sum: {sum}}}, required: [sum]}}\n"
+        )
+    };
+    let setup = Setup::new(&demo_stdio(), &[("a.yaml", &add("{type: string}"))]);
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 1, "{report:#}");
+    let row = tool_row(&report, "add");
+    assert_eq!(row["output_narrowing"]["verdict"], "empty", "{row}");
+    assert_eq!(row["status"], "disabled", "{row}");
+    assert!(
+        report["problems"].to_string().contains("outputSchema"),
+        "{report:#}"
+    );
+
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[("a.yaml", &add("{type: number, maximum: 10}"))],
+    );
+    let (code, report) = setup.check_json(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        tool_row(&report, "add")["output_narrowing"]["verdict"],
+        "narrower"
+    );
+}
+
+/// Proves: a misspelt JSON Schema keyword in a contract (which validators would ignore, losing
+/// its constraint) is unusable input: exit 2 naming the file, the key path and the keyword meant.
+#[test]
+fn check_refuses_a_misspelt_schema_keyword() {
+    let setup = Setup::new(
+        &demo_stdio(),
+        &[(
+            "w.yaml",
+            &weather("w", "Chicago", "")
+                .replace("enum: [Chicago]", "enum: [Chicago], maxLenght: 3"),
+        )],
+    );
+    let out = setup.run("check", &["--offline"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("w.yaml")
+            && err.contains("tools.w.input.properties.location.maxLenght")
+            && err.contains("did you mean `maxLength`?"),
+        "{err}"
+    );
+}
+
 /// Proves: a contract naming an upstream tool that does not exist, or an upstream that is not
 /// configured, is reported disabled with the reason, exit 1.
 #[test]
@@ -199,20 +243,12 @@ fn check_reports_missing_upstream_tools_and_upstreams() {
     assert_eq!(code, 1, "{report:#}");
     let gone = tool_row(&report, "gone");
     assert_eq!(gone["status"], "disabled");
-    assert!(
-        gone["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("no tool `no_such_tool`")),
-        "{gone}"
-    );
+    let r = str_at(gone, "reason");
+    assert!(r.contains("no tool `no_such_tool`"), "{gone}");
     let orphan = tool_row(&report, "orphan");
     assert_eq!(orphan["status"], "disabled");
-    assert!(
-        orphan["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("`nowhere` is not configured")),
-        "{orphan}"
-    );
+    let r = str_at(orphan, "reason");
+    assert!(r.contains("`nowhere` is not configured"), "{orphan}");
     assert_eq!(
         report["problems"].as_array().map(Vec::len),
         Some(2),
@@ -251,12 +287,8 @@ fn check_verifies_pins() {
     assert_eq!(row["pinned"], wrong.as_str());
     assert_eq!(row["upstream_digest"], digest.as_str());
     assert_eq!(row["status"], "disabled");
-    assert!(
-        row["reason"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("pin mismatch")),
-        "{row}"
-    );
+    let r = str_at(row, "reason");
+    assert!(r.starts_with("pin mismatch"), "{row}");
     let table = stdout(&setup.run("check", &[]));
     assert!(
         table.contains("mismatch") && table.contains(&digest),
@@ -299,12 +331,8 @@ fn check_refuses_unusable_input_with_exit_2() {
     let (code, report) = setup.check_json(&[]);
     assert_eq!(code, 2);
     assert_eq!(report["ok"], false);
-    assert!(
-        report["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("listn")),
-        "{report}"
-    );
+    let e = str_at(&report, "error");
+    assert!(e.contains("listn"), "{report}");
 
     let setup = Setup::new(
         &demo_stdio(),
@@ -413,6 +441,7 @@ fn check_json_has_stable_fields() {
                 "status",
                 "reason",
                 "narrowing",
+                "output_narrowing",
                 "pin",
                 "pinned",
                 "upstream_digest",

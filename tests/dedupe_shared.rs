@@ -1,4 +1,4 @@
-//! `dedupe` across replicas (SPEC §4.8 with §2 `state: redis://…`) against the real binary: two
+//! `dedupe` across replicas (with `state: redis://…`) against the real binary: two
 //! gateways share a real `redis-server` and sit in front of ONE demo upstream over HTTP, whose
 //! process-wide counter shows how often a call really ran.
 
@@ -8,25 +8,25 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, HttpUpstream, KEY, Redis, assert_same_structured_content, call_answered, call_ok,
-    callers, client, concurrent_calls, counter, free_port, text_of, tool_params,
+    callers, client, concurrent_calls, contract_file, counter, counter_tool, free_port, text_of,
+    tool_params, wait_for_counts,
 };
 use rmcp::model::CallToolResult;
 use serde_json::json;
 
-const CONTRACT: &str = r#"upstream: demo
-tools:
-  count_once:
-    upstream_tool: counter
-    privilege: write
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  count_once_quickly:
-    upstream_tool: counter
-    privilege: write
-    timeout: 1s
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  peek_counter:
+/// count_once (dedupe), count_once_quickly (dedupe, 1 s timeout), peek_counter and echo.
+fn contract() -> String {
+    contract_file(
+        "demo",
+        &[
+            &counter_tool("count_once", "    dedupe: 60s\n"),
+            &counter_tool("count_once_quickly", "    timeout: 1s\n    dedupe: 60s\n"),
+            CONTRACT_REST,
+        ],
+    )
+}
+
+const CONTRACT_REST: &str = r#"  peek_counter:
     privilege: read
   echo:
     privilege: read
@@ -40,7 +40,7 @@ fn start(upstream: &HttpUpstream, port: u16) -> Gateway {
         upstream.url,
         callers(&[])
     );
-    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", contract().as_str())])
 }
 
 fn replayed(r: &CallToolResult) -> bool {
@@ -114,7 +114,14 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
             .call_tool(tool_params("count_once_quickly", json!({"delay_ms": 800})))
             .await;
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A claimed the call before running it, and the upstream counts it at once.
+    wait_for_counts(
+        &cb,
+        Duration::from_secs(10),
+        "A's call under way",
+        |counts| counts.count > before,
+    )
+    .await;
     drop(a); // killed mid-call: it never records the answer
     let started = Instant::now();
     let r = call_answered(&cb, "count_once_quickly", json!({"delay_ms": 800})).await;
@@ -124,7 +131,7 @@ async fn a_call_lost_with_its_gateway_is_not_repeated_by_the_other() {
         text_of(&r).contains("its effect is unknown, so it was not repeated"),
         "{r:?}"
     );
-    // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, ~0.3 s before B asked.
+    // A's marker is overdue 1 s (timeout) + 5 s (grace) after A claimed it, just before B asked.
     assert!(
         (Duration::from_secs(4)..Duration::from_secs(9)).contains(&waited),
         "waited {waited:?}"

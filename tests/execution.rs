@@ -1,4 +1,4 @@
-//! Execution semantics (SPEC §4.8–9) against the demo upstream injecting faults on demand:
+//! Execution semantics against the demo upstream injecting faults on demand:
 //! timeouts, retries of idempotent tools only, at-most-once for the others, dedupe, invalid
 //! JSON-RPC from an upstream, and tool-list changes under load.
 
@@ -8,32 +8,27 @@ use std::time::{Duration, Instant};
 
 use common::{
     Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
-    concurrent_calls, counter, demo_stdio_config, retry_until, slow_tool, text_of,
+    concurrent_calls, contract_file, counter, counter_tool, demo_stdio_config, slow_tool, text_of,
+    wait_for_counts,
 };
 use serde_json::json;
 
-/// slow_read (timing out, retried twice), slow_once (timing out), then the rest.
+/// slow_read (timing out, retried twice), slow_once (timing out), count_slowly (a write timing
+/// out), count_once (dedupe), then the rest.
 fn contract() -> String {
-    [
-        "upstream: demo\ntools:\n",
-        &slow_tool("slow_read", "read", "    retries: 2\n"),
-        &slow_tool("slow_once", "read", ""),
-        CONTRACT_REST,
-    ]
-    .concat()
+    contract_file(
+        "demo",
+        &[
+            &slow_tool("slow_read", "read", "    retries: 2\n"),
+            &slow_tool("slow_once", "read", ""),
+            &counter_tool("count_slowly", "    timeout: 300ms\n"),
+            &counter_tool("count_once", "    dedupe: 60s\n"),
+            CONTRACT_REST,
+        ],
+    )
 }
 
-const CONTRACT_REST: &str = r#"  count_slowly:
-    upstream_tool: counter
-    privilege: write
-    timeout: 300ms
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  count_once:
-    upstream_tool: counter
-    privilege: write
-    dedupe: 60s
-    input: { type: object, properties: { delay_ms: { type: integer } }, additionalProperties: false }
-  peek_counter:
+const CONTRACT_REST: &str = r#"  peek_counter:
     privilege: read
   garbage:
     privilege: read
@@ -92,9 +87,17 @@ async fn a_timed_out_write_is_unknown_and_never_retried() {
         text_of(&r).contains("may or may not have taken effect"),
         "{r:?}"
     );
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // The upstream keeps running the write after the gateway gave up on it: wait until it (and
+    // any retry, were there one) has finished before counting.
+    let done = wait_for_counts(
+        &c,
+        Duration::from_secs(10),
+        "the timed-out write finishing upstream",
+        |counts| counts.running == 0,
+    )
+    .await;
     assert_eq!(
-        counter(&c).await,
+        done.count,
         before + 1,
         "the write ran more or less than once"
     );
@@ -112,20 +115,19 @@ async fn invalid_json_rpc_from_an_upstream_is_survived() {
         started.elapsed() < Duration::from_secs(31),
         "answered within the default timeout"
     );
-    let r = retry_until(
-        &gw,
-        Duration::from_secs(20),
-        Duration::from_millis(100),
-        "the gateway's recovery",
-        async || {
-            let r = call_answered(&c, "echo", json!({"message": "still here"})).await;
-            match r.is_error {
-                Some(true) => Err(format!("{r:?}")),
-                _ => Ok(r),
-            }
-        },
-    )
-    .await;
+    let r = gw
+        .retry_until(
+            Duration::from_secs(20),
+            "the gateway's recovery",
+            async || {
+                let r = call_answered(&c, "echo", json!({"message": "still here"})).await;
+                match r.is_error {
+                    Some(true) => Err(format!("{r:?}")),
+                    _ => Ok(r),
+                }
+            },
+        )
+        .await;
     assert!(text_of(&r).contains("still here"));
 }
 
@@ -151,6 +153,7 @@ async fn calls_survive_tool_list_changes_under_load() {
     };
     for _ in 0..10 {
         call_ok(&c, "toggle_extra", json!({})).await;
+        // Pacing, not waiting for anything: spreads the ten changes over the load's calls.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failures = load.await.expect("load task");

@@ -13,7 +13,7 @@ mod forwarding;
 use std::time::{Duration, Instant};
 
 use common::{
-    Gateway, HttpUpstream, KEY, Raw, call, call_ok, client, demo_stdio_config, retry_until,
+    BOB, Gateway, HttpUpstream, KEY, Raw, call, call_ok, client, demo_stdio_config, retry_until,
     text_of, tool_names,
 };
 use rmcp::model::CallToolResult;
@@ -22,8 +22,6 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-
-const BOB: &str = "test-key-bob";
 
 /// alice may call every tool, bob only `echo`.
 fn callers() -> String {

@@ -1,8 +1,8 @@
-//! Identity and limits (SPEC §2 `oauth`, §4.6, §4.7) against the real binary: JWTs signed here with
-//! generated RSA, EC and Ed25519 keys (served from a JWKS file and a JWKS endpoint on loopback),
-//! the bad-token catalogue, RFC 9728 metadata and challenges, the step-up 403 (raw and through the
-//! official Python SDK), roles, API keys beside tokens, and rate limits in memory and shared by two
-//! gateways through a real `redis-server` (in identity/limits.rs).
+//! Identity and limits (`oauth`, scopes, roles, rate limits) against the real binary: JWTs
+//! signed here with generated RSA, EC and Ed25519 keys (served from a JWKS file and a JWKS
+//! endpoint on loopback), the bad-token catalogue, RFC 9728 metadata and challenges, the step-up
+//! 403 (raw and through the official Python SDK), roles, API keys beside tokens, and rate limits
+//! in memory and shared by two gateways through a real `redis-server` (in identity/limits.rs).
 
 mod common;
 #[path = "identity/limits.rs"]
@@ -12,33 +12,31 @@ mod step_up;
 #[path = "identity/support.rs"]
 mod support;
 
-use common::{Gateway, HttpUpstream, KEY, Raw, hash_key, http_get, result_text};
+use common::{
+    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, contract_file, echo_tool, hash_key, http_get,
+    result_text, sorted_tool_names,
+};
 use serde_json::{Value, json};
-use support::{AUDIENCE, JwksServer, Signer, claims, hs256, jwks, keys, unsigned};
+use support::{
+    AUDIENCE, JwksServer, Signer, assert_challenge, claims, hs256, jwks, keys, unsigned,
+};
 
-const BOB: &str = "test-key-bob";
-const CAROL: &str = "test-key-carol";
 const V: &str = "2025-11-25";
 
-const CONTRACTS: &str = r#"upstream: demo
-tools:
-  echo:
-    privilege: read
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 50 } }
-      required: [message]
-      additionalProperties: false
-  limited_echo:
-    upstream_tool: echo
-    privilege: read
-    rate: 2/m
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 50 } }
-      required: [message]
-      additionalProperties: false
-  get_weather:
+/// echo, limited_echo (echo at 2 calls a minute), get_weather (scope `weather:read`), counter
+/// and whoami.
+fn contracts() -> String {
+    contract_file(
+        "demo",
+        &[
+            &echo_tool("echo", 50, ""),
+            &echo_tool("limited_echo", 50, "    rate: 2/m\n"),
+            CONTRACTS_REST,
+        ],
+    )
+}
+
+const CONTRACTS_REST: &str = r#"  get_weather:
     upstream_tool: weather
     privilege: read
     scopes: [weather:read]
@@ -100,7 +98,7 @@ fn start_with_file(upstream: &HttpUpstream, extra: &str) -> (Gateway, tempfile::
     let jwks = format!("jwks_file: {}", path.display());
     let gw = Gateway::start(
         &config(&upstream.url, &jwks, extra),
-        &[("demo.yaml", CONTRACTS)],
+        &[("demo.yaml", contracts().as_str())],
     );
     (gw, dir)
 }
@@ -133,14 +131,7 @@ async fn listed(raw: &Raw, credential: &str) -> Vec<String> {
     let reply = raw
         .request(Some(credential), &session, V, "tools/list", json!({}))
         .await;
-    let mut names: Vec<String> = reply.message()["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {reply:?}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    sorted_tool_names(&reply.message()["result"])
 }
 
 /// Calls `tool` once in a fresh session; returns the JSON-RPC message.
@@ -307,14 +298,7 @@ async fn bad_tokens_are_refused_with_401_and_nothing_is_forwarded() {
     for (what, bad) in &catalogue {
         let reply = call(&raw, bad, &session, "counter", json!({})).await;
         assert_eq!(reply.status, 401, "{what}: {reply:?}");
-        let challenge = reply.header("www-authenticate").unwrap_or_default();
-        assert!(
-            challenge.starts_with("Bearer error=\"invalid_token\"")
-                && challenge.contains(
-                    "resource_metadata=\"https://gw.test/.well-known/oauth-protected-resource/mcp\""
-                ),
-            "{what}: {challenge}"
-        );
+        assert_challenge(&reply, "Bearer error=\"invalid_token\"", what);
     }
     // A token named like an API-key caller cannot use that caller's session (nor its limits).
     let alices_session = raw.open_session(Some(KEY), V).await;
@@ -360,7 +344,7 @@ async fn jwks_from_an_endpoint_is_cached_and_refetched_for_rotated_keys() {
     let jwks_line = format!("jwks_url: {}", server.url);
     let gw = Gateway::start(
         &config(&upstream.url, &jwks_line, ""),
-        &[("demo.yaml", CONTRACTS)],
+        &[("demo.yaml", contracts().as_str())],
     );
     let raw = Raw::new(&gw.url);
     assert_eq!(
@@ -429,7 +413,7 @@ async fn protected_resource_metadata_and_the_401_challenge() {
             upstream.url,
             hash_key(KEY)
         ),
-        &[("demo.yaml", CONTRACTS)],
+        &[("demo.yaml", contracts().as_str())],
     );
     for path in [
         "/.well-known/oauth-protected-resource",

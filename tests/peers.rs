@@ -6,108 +6,17 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::peers::{mcp_server_time, node_bin, py_client_script, py1_python, py2_python};
-use common::{Gateway, KEY, Raw, callers, free_port, result_text};
+use common::peers::{CLIENT_DEADLINE, PyClient, mcp_server_time, node_bin};
+use common::process::run;
+use common::{
+    Gateway, KEY, Raw, callers, free_port, result_text, sorted_tool_names, stateless_call_body,
+    stateless_call_headers,
+};
 use serde_json::{Value, json};
-
-/// Bounds every client run: a hung peer fails the test instead of hanging it.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(90);
-
-/// What a finished child process left behind.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    /// stdout as one JSON value, else a panic showing both streams.
-    fn json(&self) -> Value {
-        let parsed = serde_json::from_str(self.stdout.trim());
-        parsed.unwrap_or_else(|e| {
-            panic!("stdout is not JSON ({e}): {}\n{}", self.stdout, self.stderr)
-        })
-    }
-}
-
-/// Runs `cmd` to completion (stdin closed), killing it and panicking after `within`.
-fn run(cmd: &mut Command, within: Duration) -> Ran {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let stdout = drain(child.stdout.take().expect("piped stdout"));
-    let stderr = drain(child.stderr.take().expect("piped stderr"));
-    let deadline = Instant::now() + within;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for child") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let ran = Ran {
-        code: status.and_then(|s| s.code()),
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    };
-    assert!(
-        status.is_some(),
-        "{what} did not finish within {within:?}\nstdout: {}\nstderr: {}",
-        ran.stdout,
-        ran.stderr
-    );
-    ran
-}
-
-/// Reads a child's pipe to the end on a thread, so a chatty child never blocks on a full pipe.
-fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
-}
-
-/// One of the Python SDK drivers in `tests/clients/`, run against `url`.
-#[derive(Clone, Copy)]
-enum PyClient {
-    /// `mcp` 2.3.0; the mode is `auto` (2026-07-28 `server/discover` first) or `legacy`.
-    V2(&'static str),
-    /// `mcp` 1.30.0 (always `initialize` at 2025-11-25).
-    V1,
-}
-
-impl PyClient {
-    /// Runs `steps` (see `tests/clients/steps_common.py`) with `key` (`-`: no Authorization header).
-    fn run(self, url: &str, key: &str, steps: &Value) -> Value {
-        let (python, script, mode) = match self {
-            PyClient::V2(mode) => (py2_python(), py_client_script("py2_client.py"), mode),
-            PyClient::V1 => (py1_python(), py_client_script("py1_client.py"), "legacy"),
-        };
-        let ran = run(
-            Command::new(python)
-                .arg(script)
-                .args([url, key, mode, &steps.to_string()])
-                .env("PY_CLIENT_TIMEOUT", "20"),
-            CLIENT_DEADLINE,
-        );
-        assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
-        ran.json()
-    }
-}
 
 /// `@modelcontextprotocol/server-everything` serving Streamable HTTP on a free port, killed on drop.
 struct Everything {
@@ -135,6 +44,8 @@ impl Everything {
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            // Polls the log and the port with a deadline (not a wait_until: a lost port race
+            // retries on another port rather than failing).
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -154,7 +65,7 @@ impl Everything {
                     logs.push_str(&format!("attempt {attempt} (port {port}):\n{log}\n"));
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(common::POLL_EVERY);
             }
         }
         panic!("mcp-server-everything did not start listening:\n{logs}");
@@ -208,24 +119,28 @@ fn start_everything_gateway() -> (Everything, Gateway) {
         weather_output(),
         add_input()
     );
-    let gw = Gateway::start(&config, &[("everything.yaml", contract.as_str())]);
-    wait_joined(&gw, "everything", &["get_weather", "add"]);
+    let tools = ["get_weather", "add"];
+    let gw = start_joined(
+        &config,
+        ("everything.yaml", &contract),
+        "everything",
+        &tools,
+    );
     (upstream, gw)
 }
 
-/// Waits until `upstream` is up and the catalog has joined its tool list with `tools`' contracts:
-/// /readyz can answer 200 a moment before the catalog rebuild that follows the upstream's listing.
-fn wait_joined(gw: &Gateway, upstream: &str, tools: &[&str]) {
-    gw.wait_for(
-        Duration::from_secs(30),
-        "the upstream's tools joined",
-        |r| {
-            let joined = tools
-                .iter()
-                .all(|t| r["tools"][t]["state"] != "unavailable");
-            r["upstreams"][upstream]["state"] == "up" && joined
-        },
-    );
+/// A gateway on `config` and one contract file, once `upstream` is up and its `tools` joined.
+fn start_joined(config: &str, contract: (&str, &str), upstream: &str, tools: &[&str]) -> Gateway {
+    let gw = Gateway::start(config, &[contract]);
+    gw.wait_tools_joined(upstream, tools);
+    gw
+}
+
+/// Asserts that /readyz says `tool`'s contract is proven narrower than its upstream tool.
+fn assert_proven_narrower(gw: &Gateway, tool: &str) {
+    let ready = gw.readyz();
+    let verdict = &ready["tools"][tool]["narrowing"];
+    assert_eq!(verdict, "proven narrower", "{tool}: {ready}");
 }
 
 /// The tool named `name` in a driver's `{"tools": [...]}` step result.
@@ -234,17 +149,6 @@ fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
         .as_array()
         .and_then(|tools| tools.iter().find(|t| t["name"] == name))
         .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
-}
-
-fn names(list: &Value) -> Vec<String> {
-    let mut names: Vec<String> = list["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a tool list: {list}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names
 }
 
 /// Asserts a driver's call result is a tool error naming `path` and `rule` but not `hidden`.
@@ -283,7 +187,7 @@ fn python_client_through_gateway(client: PyClient, expected_version: &str) {
     assert!(out.get("aborted").is_none(), "{out}\n{}", log());
     let r = &out["results"];
 
-    assert_eq!(names(&r[0]), ["add", "get_weather"], "{}", r[0]);
+    assert_eq!(sorted_tool_names(&r[0]), ["add", "get_weather"], "{}", r[0]);
     let weather = tool(&r[0], "get_weather");
     assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
     assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
@@ -335,18 +239,9 @@ fn python_sdk_1_works_through_the_gateway() {
 
 /// A stateless MCP 2026-07-28 `tools/call` (no session; per-request `_meta` and SEP-2243 headers).
 async fn stateless_call(raw: &Raw, name: &str, arguments: Value) -> common::Reply {
-    let auth = format!("Bearer {KEY}");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": name, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let headers = [
-        ("authorization", auth.as_str()),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", name),
-    ];
+    let body = stateless_call_body(json!(1), name, arguments);
+    let headers = stateless_call_headers(KEY, name);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     raw.post(&headers, &body.to_string()).await
 }
 
@@ -371,7 +266,11 @@ async fn server_everything_is_narrowed_and_its_other_tools_are_invisible() {
         .request(Some(KEY), &session, "2025-11-25", "tools/list", json!({}))
         .await
         .message();
-    assert_eq!(names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    assert_eq!(
+        sorted_tool_names(&listed["result"]),
+        ["add", "get_weather"],
+        "{listed}"
+    );
     // Uncontracted tools, contracted ones under their upstream names, and a name nobody has.
     for name in "echo get-env get-sum get-structured-content nope".split(' ') {
         let params = json!({"name": name, "arguments": {}});
@@ -416,7 +315,11 @@ fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
     let listed = inspector(&["--method", "tools/list"], Some(KEY));
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     let listed = listed.json();
-    assert_eq!(names(&listed["result"]), ["add", "get_weather"], "{listed}");
+    assert_eq!(
+        sorted_tool_names(&listed["result"]),
+        ["add", "get_weather"],
+        "{listed}"
+    );
     let weather = tool(&listed["result"], "get_weather");
     assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
     assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
@@ -501,11 +404,9 @@ fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
         zones(json!(["UTC"])),
         output(json!({"const": "Europe/Paris"})),
     );
-    let gw = Gateway::start(&config, &[("time.yaml", contract.as_str())]);
-    wait_joined(&gw, "time", &["get_current_time", "utc_time_mislabeled"]);
-    let ready = gw.readyz();
-    let verdict = &ready["tools"]["get_current_time"]["narrowing"];
-    assert_eq!(verdict, "proven narrower", "{ready}");
+    let tools = ["get_current_time", "utc_time_mislabeled"];
+    let gw = start_joined(&config, ("time.yaml", &contract), "time", &tools);
+    assert_proven_narrower(&gw, "get_current_time");
 
     let call = |name: &str, timezone: &str| json!({"op": "call", "name": name, "arguments": {"timezone": timezone}});
     let steps = json!([
@@ -519,7 +420,10 @@ fn mcp_server_time_over_stdio_is_narrowed_and_its_results_checked() {
     let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
     assert!(out.get("aborted").is_none(), "{out}");
     let r = &out["results"];
-    assert_eq!(names(&r[0]), ["get_current_time", "utc_time_mislabeled"]);
+    assert_eq!(
+        sorted_tool_names(&r[0]),
+        ["get_current_time", "utc_time_mislabeled"]
+    );
     for (i, zone) in [(1, "Europe/Paris"), (2, "UTC")] {
         assert_eq!(r[i]["is_error"], false, "{}\n{}", r[i], gw.log());
         let s = &r[i]["structured_content"];
@@ -576,11 +480,9 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
         public_input,
         read_input(json!({"type": "string"})),
     );
-    let gw = Gateway::start(&config, &[("files.yaml", contract.as_str())]);
-    wait_joined(&gw, "files", &["read_text_file", "read_any"]);
-    let ready = gw.readyz();
-    let verdict = &ready["tools"]["read_text_file"]["narrowing"];
-    assert_eq!(verdict, "proven narrower", "{ready}");
+    let tools = ["read_text_file", "read_any"];
+    let gw = start_joined(&config, ("files.yaml", &contract), "files", &tools);
+    assert_proven_narrower(&gw, "read_text_file");
 
     let read =
         |name: &str, path: String| json!({"op": "call", "name": name, "arguments": {"path": path}});
@@ -596,7 +498,12 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
     let out = PyClient::V2("legacy").run(&gw.url, KEY, &steps);
     assert!(out.get("aborted").is_none(), "{out}");
     let r = &out["results"];
-    assert_eq!(names(&r[0]), ["read_any", "read_text_file"], "{}", r[0]);
+    assert_eq!(
+        sorted_tool_names(&r[0]),
+        ["read_any", "read_text_file"],
+        "{}",
+        r[0]
+    );
     assert_eq!(tool(&r[0], "read_text_file")["inputSchema"], public_input);
 
     assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], gw.log());

@@ -1,4 +1,4 @@
-//! Reload (SPEC §4.10): a changed configuration or contracts directory, or SIGHUP, puts a new
+//! Reload: a changed configuration or contracts directory, or SIGHUP, puts a new
 //! version in force after checking it whole; an invalid one is refused and the running version
 //! keeps serving; calls in flight finish under the version they started with; no call is lost.
 
@@ -7,11 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, retry_until, text_of,
+    BOB, Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, text_of, wait_for_counts,
 };
 use serde_json::{Value, json};
-
-const BOB: &str = "test-key-bob";
 
 /// alice may call every tool; with `with_bob`, bob may call `echo`.
 fn config(with_bob: bool) -> String {
@@ -23,13 +21,9 @@ fn config(with_bob: bool) -> String {
     demo_stdio_config(&callers(bob), "")
 }
 
-const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n";
+const ECHO_AND_SLOW: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n  slow:\n    privilege: read\n    timeout: 10s\n    input: {type: object, properties: {ms: {type: integer}}, required: [ms]}\n  peek_counter:\n    privilege: read\n";
 const ECHO_ONLY: &str = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object, properties: {message: {type: string}}, required: [message]}\n";
 const ADD: &str = "upstream: demo\ntools:\n  add:\n    privilege: read\n    input: {type: object, properties: {a: {type: number}, b: {type: number}}, required: [a, b]}\n";
-
-fn write(gw: &Gateway, relative: &str, text: &str) {
-    std::fs::write(gw.config_dir().join(relative), text).expect("write file");
-}
 
 /// Proves: a new contract file is picked up without a restart: its tool appears and works, and
 /// tools of an unchanged contract keep working on the same upstream connection.
@@ -38,7 +32,7 @@ async fn a_changed_contracts_directory_is_reloaded() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
     assert!(call(&alice, "add", json!({"a": 1, "b": 2})).await.is_err());
-    write(&gw, "contracts/add.yaml", ADD);
+    gw.write_file("contracts/add.yaml", ADD);
     gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
         r["tools"]["add"]["state"] == "enabled"
     });
@@ -56,24 +50,17 @@ async fn a_changed_contracts_directory_is_reloaded() {
 async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
-    write(
-        &gw,
+    gw.write_file(
         "contracts/broken.yaml",
         "upstream: demo\ntools:\n  bad:\n    privlege: read\n",
     );
-    retry_until(
-        &gw,
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        "a logged refusal",
-        async || {
-            if gw.log().contains("reload refused") {
-                Ok(())
-            } else {
-                Err("no `reload refused` in the log".into())
-            }
-        },
-    )
+    gw.retry_until(Duration::from_secs(15), "a logged refusal", async || {
+        if gw.log().contains("reload refused") {
+            Ok(())
+        } else {
+            Err("no `reload refused` in the log".into())
+        }
+    })
     .await;
     assert!(
         gw.log().contains("privlege"),
@@ -82,11 +69,9 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
     );
     call_ok(&alice, "echo", json!({"message": "still"})).await;
     let broken_config = "upstreams: {}\ncallers: [{name: x}]\n";
-    write(&gw, "narrowgate.yaml", broken_config);
-    retry_until(
-        &gw,
+    gw.write_file("narrowgate.yaml", broken_config);
+    gw.retry_until(
         Duration::from_secs(15),
-        Duration::from_millis(100),
         "the broken config's refusal",
         async || match gw.log().matches("reload refused").count() {
             2.. => Ok(()),
@@ -116,8 +101,7 @@ async fn sighup_reloads_the_configuration() {
         401
     );
     // Same size and second as before would not be noticed by polling: SIGHUP must do it.
-    write(
-        &gw,
+    gw.write_file(
         "narrowgate.yaml",
         &format!("contracts: contracts\n{}", config(true)),
     );
@@ -126,19 +110,13 @@ async fn sighup_reloads_the_configuration() {
         .status()
         .expect("kill -HUP");
     assert!(status.success());
-    retry_until(
-        &gw,
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        "bob's admission",
-        async || {
-            let reply = raw.post(&[("authorization", &bob)], &init).await;
-            match reply.status {
-                200 => Ok(()),
-                _ => Err(format!("bob still refused: {reply:?}")),
-            }
-        },
-    )
+    gw.retry_until(Duration::from_secs(15), "bob's admission", async || {
+        let reply = raw.post(&[("authorization", &bob)], &init).await;
+        match reply.status {
+            200 => Ok(()),
+            _ => Err(format!("bob still refused: {reply:?}")),
+        }
+    })
     .await;
 }
 
@@ -153,11 +131,18 @@ async fn calls_in_flight_finish_under_their_version() {
         let c = client(&url, KEY).await;
         call(&c, "slow", json!({"ms": 2000})).await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    write(&gw, "contracts/demo.yaml", ECHO_ONLY);
-    gw.wait_for(Duration::from_secs(15), "slow removed", |r| {
+    wait_for_counts(
+        &alice,
+        Duration::from_secs(10),
+        "the slow call under way",
+        |counts| counts.running == 1,
+    )
+    .await;
+    gw.write_file("contracts/demo.yaml", ECHO_ONLY);
+    gw.wait_for_async(Duration::from_secs(15), "slow removed", |r| {
         r["tools"].get("slow").is_none()
-    });
+    })
+    .await;
     let e = call(&alice, "slow", json!({"ms": 1}))
         .await
         .expect_err("slow is gone for new calls");
@@ -198,8 +183,17 @@ async fn reloads_under_load_lose_no_call() {
         } else {
             "upstream: demo\ntools: {}\n"
         };
-        write(&gw, "contracts/add.yaml", text);
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        gw.write_file("contracts/add.yaml", text);
+        let added = round % 2 == 0;
+        gw.wait_for_async(Duration::from_secs(15), "the reload in force", |r| {
+            let add = &r["tools"]["add"];
+            if added {
+                add["state"] == "enabled"
+            } else {
+                add.is_null()
+            }
+        })
+        .await;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (mut calls, mut failures) = (0, Vec::new());
@@ -245,7 +239,7 @@ async fn rate_limits_survive_a_reload() {
     let second = common::call_answered(&alice, "echo", json!({"message": "two"})).await;
     assert!(refused(&second), "the budget is 1/m: {second:?}");
 
-    write(&gw, "contracts/add.yaml", ADD);
+    gw.write_file("contracts/add.yaml", ADD);
     gw.wait_for(Duration::from_secs(15), "add enabled", |r| {
         r["tools"]["add"]["state"] == "enabled"
     });
@@ -256,11 +250,9 @@ async fn rate_limits_survive_a_reload() {
     );
 
     // A new rate is a new limit: it applies to the next call.
-    write(&gw, "contracts/demo.yaml", &limited("100/s"));
-    retry_until(
-        &gw,
+    gw.write_file("contracts/demo.yaml", &limited("100/s"));
+    gw.retry_until(
         Duration::from_secs(15),
-        Duration::from_millis(100),
         "the new rate in force",
         async || {
             let r = common::call_answered(&alice, "echo", json!({"message": "four"})).await;
@@ -399,13 +391,12 @@ async fn a_reload_between_layers_does_not_split_a_request() {
         .await,
     ];
     // Version B: bob gone, `echo` gone, `add` in.
-    write(
-        &gw,
+    gw.write_file(
         "narrowgate.yaml",
         &format!("contracts: contracts\n{}", config(false)),
     );
     std::fs::remove_file(gw.config_dir().join("contracts/demo.yaml")).expect("remove demo.yaml");
-    write(&gw, "contracts/add.yaml", ADD);
+    gw.write_file("contracts/add.yaml", ADD);
     gw.wait_for(Duration::from_secs(15), "version B in force", |r| {
         r["tools"]["add"]["state"] == "enabled" && r["tools"].get("echo").is_none()
     });
@@ -479,21 +470,16 @@ async fn the_body_limit_follows_reloads() {
     let reloads = |gw: &Gateway| gw.log().matches("configuration reloaded").count();
     for (size, status, named) in [("64KiB", 200, ""), ("1KiB", 413, "(1024 bytes)")] {
         let before = reloads(&gw);
-        write(
-            &gw,
+        gw.write_file(
             "narrowgate.yaml",
             &format!("contracts: contracts\n{}", limit(size)),
         );
-        retry_until(
-            &gw,
-            Duration::from_secs(15),
-            Duration::from_millis(50),
-            "a reload",
-            async || match reloads(&gw) > before {
+        gw.retry_until(Duration::from_secs(15), "a reload", async || {
+            match reloads(&gw) > before {
                 true => Ok(()),
                 false => Err("not reloaded yet".to_string()),
-            },
-        )
+            }
+        })
         .await;
         let reply = raw.post(&[("authorization", &auth)], &initialize).await;
         assert_eq!(reply.status, status, "under {size}: {reply:?}");

@@ -27,8 +27,8 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 # The integration tests run the demo upstream as a separate program: `cargo test` compiles examples
 # only as test targets, so build the binary itself first.
-step "cargo build --example demo-upstream"
-cargo build --example demo-upstream
+step "cargo build --example demo-upstream --example hostile-upstream"
+cargo build --example demo-upstream --example hostile-upstream
 step "cargo test --all-targets"
 cargo test --all-targets
 step "docker/lint.sh (hadolint, compose and image config checks)"

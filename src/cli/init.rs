@@ -234,6 +234,9 @@ fn guesses(a: &rmcp::model::ToolAnnotations) -> String {
 /// schema without `type` gets `type: object` (tool arguments are always an object).
 fn usable_schema(upstream: &Value, is_input: bool) -> Result<Value, String> {
     let mut converted = schema::to_2020_12(upstream);
+    // The loader refuses keys 2020-12 does not define (a typo would silently lose a constraint):
+    // the upstream's extension keys and unknown formats are not copied.
+    crate::contract::keywords::strip_unknown(&mut converted);
     if is_input
         && let Value::Object(map) = &mut converted
         && !map.contains_key("type")

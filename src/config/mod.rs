@@ -22,6 +22,9 @@ use schema::or_env_reference;
 pub use units::{ByteSize, ConfigDuration, Rate};
 pub use yaml::LoadError;
 
+/// The smallest `error_text_bytes`: an error text shorter than this could not say what failed.
+pub const MIN_ERROR_TEXT_BYTES: u64 = 64;
+
 /// Where the configuration is read from when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "config/narrowgate.yaml";
 
@@ -71,6 +74,12 @@ pub struct Config {
     /// The largest upstream result passed on; a larger one becomes a tool error.
     #[serde(default = "default_max_result_bytes")]
     pub max_result_bytes: ByteSize,
+    /// The most bytes of an upstream's error text (a tool error's text, a JSON-RPC error's
+    /// message) that reach a client, control characters escaped: an error is the one thing an
+    /// upstream returns that no contract describes, so it is kept short enough to read and too
+    /// short to carry a payload. Between 64 bytes and `max_result_bytes`.
+    #[serde(default = "default_error_text_bytes")]
+    pub error_text_bytes: ByteSize,
     /// The upstream MCP servers, by name (`[a-z0-9_-]{1,32}`, the name contract files refer to):
     /// each a stdio child (`command`) or a Streamable HTTP server (`url`).
     #[serde(default)]
@@ -333,6 +342,9 @@ fn default_max_result_bytes() -> ByteSize {
 fn yes() -> bool {
     true
 }
+fn default_error_text_bytes() -> ByteSize {
+    ByteSize(1 << 10)
+}
 fn default_state() -> String {
     "memory".into()
 }
@@ -404,6 +416,17 @@ impl Config {
         }
         if !self.path.starts_with('/') || self.path.len() < 2 {
             return err("path", format!("`{}` must be a path like /mcp", self.path));
+        }
+        if self.error_text_bytes.0 < MIN_ERROR_TEXT_BYTES
+            || self.error_text_bytes.0 > self.max_result_bytes.0
+        {
+            return err(
+                "error_text_bytes",
+                format!(
+                    "must be at least {MIN_ERROR_TEXT_BYTES}B (room for the gateway's own words) and at most max_result_bytes ({}B); it is {}B",
+                    self.max_result_bytes.0, self.error_text_bytes.0
+                ),
+            );
         }
         for origin in &self.allowed_origins {
             if !origin.contains("://") {
@@ -660,6 +683,7 @@ mod tests {
         assert_eq!(config.listen, "127.0.0.1:8080");
         assert_eq!(config.path, "/mcp");
         assert_eq!(config.max_request_bytes, ByteSize(1 << 20));
+        assert_eq!(config.error_text_bytes, ByteSize(1 << 10));
         assert_eq!(config.contracts, PathBuf::from("/etc/narrowgate/contracts"));
         assert_eq!(config.state_backend(), Ok(StateBackend::Memory));
     }
@@ -696,6 +720,16 @@ mod tests {
         assert!(e.contains("callers.0") && e.contains("exactly one"), "{e}");
         let e = parse("state: postgres://x\n").unwrap_err().to_string();
         assert!(e.contains("state"), "{e}");
+        for bad in [
+            "error_text_bytes: 10B\n",
+            "max_result_bytes: 1KiB\nerror_text_bytes: 2KiB\n",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("error_text_bytes") && e.contains("at least 64B"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use jsonschema::Validator;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
+use super::keywords::is_validation_keyword;
 use super::schema::{Violation, first_violation};
 
 /// Which schema rejected the arguments.
@@ -45,7 +46,8 @@ pub fn check_arguments(
     Ok(())
 }
 
-/// Why a result was not passed to the client.
+/// Why a result was not passed to the client. Rejections describe the contract (the schema path
+/// and rule), never the result: the upstream's keys and values stay out of the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResultRejection {
     TooLarge { limit: usize },
@@ -63,25 +65,35 @@ impl std::fmt::Display for ResultRejection {
             ResultRejection::MissingStructuredContent => f.write_str(
                 "the upstream result has no structuredContent (nor a single JSON text block) although the contract declares an output schema",
             ),
-            ResultRejection::Contract(v) => write!(f, "result rejected by the contract's output schema: {v}"),
-            ResultRejection::Upstream(v) => {
-                write!(f, "result rejected by the upstream tool's own outputSchema: {v}")
-            }
+            // The instance path and the validator's detail would quote the result's keys.
+            ResultRejection::Contract(v) => write!(
+                f,
+                "result rejected by the contract's output schema: it violates `{}` at {} in the contract's output schema",
+                v.rule, v.schema_path
+            ),
+            // The upstream's schema path would quote the upstream's own property names.
+            ResultRejection::Upstream(v) => write!(
+                f,
+                "result rejected by the upstream tool's own outputSchema: it violates a `{}` rule there",
+                if is_validation_keyword(&v.rule) { v.rule.as_str() } else { "schema" }
+            ),
         }
     }
 }
 
-/// The output schemas that apply to a tool's results.
+/// The output schemas that apply to a tool's results, and the bounds on what passes.
 pub struct OutputSchemas<'a> {
     pub contract: Option<&'a Validator>,
     pub upstream: Option<&'a Validator>,
     pub max_bytes: usize,
+    /// The most bytes of an upstream error's text that reach the client (`error_text_bytes`).
+    pub error_text_bytes: usize,
 }
 
 /// Checks an upstream result. With a contract output schema, the structured result (lifted from a
 /// lone JSON text block when needed) must satisfy both output schemas, and the returned content is
-/// rebuilt from it alone, so nothing outside the contract reaches the client. Upstream tool errors
-/// pass through, bounded in size.
+/// rebuilt from it alone, so nothing outside the contract reaches the client. An upstream tool
+/// error becomes one bounded, escaped text block ([`tool_error_of`]).
 pub fn check_result(
     mut result: CallToolResult,
     schemas: &OutputSchemas<'_>,
@@ -94,7 +106,7 @@ pub fn check_result(
         });
     }
     if result.is_error == Some(true) {
-        return Ok(result);
+        return Ok(tool_error_of(result, schemas));
     }
     let Some(contract) = schemas.contract else {
         return Ok(result);
@@ -116,6 +128,87 @@ pub fn check_result(
     let mut checked = CallToolResult::success(vec![ContentBlock::text(text)]);
     checked.structured_content = Some(structured);
     Ok(checked)
+}
+
+/// An upstream tool error (`isError: true`) as the client gets it: its text blocks joined into one
+/// text block, bounded and with control characters escaped ([`bounded_text`]). The contract says
+/// nothing about errors, so for a tool with `output` nothing else of it passes (no
+/// `structuredContent`, images, audio, resources or links); a tool without `output` keeps its
+/// other content blocks and structured content, as its successful results do.
+fn tool_error_of(result: CallToolResult, schemas: &OutputSchemas<'_>) -> CallToolResult {
+    let mut text = String::new();
+    let mut others = Vec::new();
+    for block in result.content {
+        match block.as_text() {
+            Some(t) => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&t.text);
+            }
+            None => others.push(block),
+        }
+    }
+    if text.is_empty() {
+        text.push_str("the upstream tool reported an error");
+    }
+    let mut content = vec![ContentBlock::text(bounded_text(
+        "",
+        &text,
+        schemas.error_text_bytes,
+    ))];
+    if schemas.contract.is_some() {
+        return CallToolResult::error(content);
+    }
+    content.extend(others);
+    let mut error = CallToolResult::error(content);
+    error.structured_content = result.structured_content;
+    error
+}
+
+/// What marks a text cut short by [`bounded_text`].
+const TRUNCATED: &str = " [truncated]";
+
+/// `prefix` (the gateway's own words) followed by the upstream's `text`, at most `limit` bytes
+/// in all, the upstream's control characters escaped as `\u{..}`: terminal escapes, carriage
+/// returns, NULs and the invisible format characters that reorder or hide text (bidirectional
+/// overrides, zero-width characters) never reach a client or a model as they are. Newlines and
+/// tabs are kept (error texts are often several lines). A text cut short ends with
+/// `[truncated]`. Stops reading `text` once the bound is reached, whatever its length.
+pub fn bounded_text(prefix: &str, text: &str, limit: usize) -> String {
+    let mut out = String::with_capacity(limit.min(prefix.len() + text.len()));
+    out.push_str(prefix);
+    // The last length at which the marker still fits.
+    let keep_within = limit.saturating_sub(TRUNCATED.len());
+    let mut cut = out.len().min(keep_within);
+    let mut piece = String::new();
+    for c in text.chars() {
+        piece.clear();
+        if must_escape(c) {
+            piece.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            piece.push(c);
+        }
+        if out.len() + piece.len() > limit {
+            out.truncate(cut);
+            out.push_str(TRUNCATED);
+            return out;
+        }
+        out.push_str(&piece);
+        if out.len() <= keep_within {
+            cut = out.len();
+        }
+    }
+    out
+}
+
+/// Control characters (other than newline and tab) and the format characters that change how
+/// text is shown without being seen.
+fn must_escape(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
 }
 
 /// The JSON held by a result made of exactly one text block, if it is JSON.
@@ -162,11 +255,21 @@ mod tests {
         .expect("compiles")
     }
 
+    impl OutputSchemas<'_> {
+        fn with_no_contract(self) -> Self {
+            OutputSchemas {
+                contract: None,
+                ..self
+            }
+        }
+    }
+
     fn schemas(v: &Validator) -> OutputSchemas<'_> {
         OutputSchemas {
             contract: Some(v),
             upstream: None,
             max_bytes: 10_000,
+            error_text_bytes: 1024,
         }
     }
 
@@ -225,6 +328,133 @@ mod tests {
             check_result(r, &schemas(&v)).expect("passes").is_error,
             Some(true)
         );
+    }
+
+    /// A hostile tool error: text with a terminal escape and a bidi override, an image, an
+    /// embedded resource, a resource link and a structuredContent the contract rejects.
+    fn hostile_error() -> CallToolResult {
+        serde_json::from_value(json!({
+            "isError": true,
+            "content": [
+                {"type": "text", "text": "boom\u{1b}[2J\u{202e}"},
+                {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///etc/passwd", "text": "ROOT-SECRET"}},
+                {"type": "resource_link", "uri": "https://evil.example/x", "name": "LINK-SECRET"},
+                {"type": "text", "text": "second"}
+            ],
+            "structuredContent": {"temperature": "STRUCTURED-SECRET"}
+        }))
+        .expect("a valid result")
+    }
+
+    /// Proves: for a tool with `output`, an upstream tool error reaches the client as exactly one
+    /// text block (its texts joined, control characters escaped) and nothing else: no images,
+    /// resources, links or schema-violating structuredContent.
+    #[test]
+    fn a_tool_error_of_a_tool_with_output_is_one_escaped_text_block() {
+        let v = weather_output();
+        let checked = check_result(hostile_error(), &schemas(&v)).expect("an error passes");
+        assert_eq!(checked.is_error, Some(true));
+        assert_eq!(checked.structured_content, None);
+        assert_eq!(checked.content.len(), 1, "{:?}", checked.content);
+        let text = &checked.content[0].as_text().expect("text").text;
+        assert_eq!(text, "boom\\u{1b}[2J\\u{202e}\nsecond");
+        let all = serde_json::to_string(&checked).expect("json");
+        for secret in ["SECRET", "evil.example", "image/png"] {
+            assert!(!all.contains(secret), "{all}");
+        }
+    }
+
+    /// Proves: for a tool without `output`, the error's texts still become one bounded, escaped
+    /// block; its other blocks pass as a success's would.
+    #[test]
+    fn a_tool_error_without_output_keeps_its_other_blocks_but_one_text() {
+        let v = weather_output();
+        let mut s = schemas(&v).with_no_contract();
+        s.error_text_bytes = 64;
+        s.max_bytes = 8 << 20;
+        let mut r = hostile_error();
+        r.content.insert(0, ContentBlock::text("x".repeat(3 << 20)));
+        let checked = check_result(r, &s).expect("passes");
+        let texts: Vec<&str> = checked
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .collect();
+        assert_eq!(texts.len(), 1);
+        assert!(
+            texts[0].len() <= 64 && texts[0].ends_with("[truncated]"),
+            "{texts:?}"
+        );
+        assert_eq!(checked.content.len(), 4);
+    }
+
+    /// Proves: the bound holds for any input, escapes are never split, and the reading stops at
+    /// the bound (a 3 MB text costs at most the bound).
+    #[test]
+    fn bounded_text_bounds_and_escapes() {
+        let huge = "\u{7}".repeat(3 << 20);
+        let t = bounded_text("upstream error: ", &huge, 1024);
+        assert!(
+            t.len() <= 1024 && t.starts_with("upstream error: \\u{7}"),
+            "{t}"
+        );
+        assert!(t.ends_with("\\u{7} [truncated]"), "{t}");
+        assert_eq!(
+            bounded_text("", "ok\tline\nnext\r", 100),
+            "ok\tline\nnext\\u{d}"
+        );
+        assert_eq!(
+            bounded_text("", "\u{200b}\u{2066}\u{feff}\0", 100),
+            "\\u{200b}\\u{2066}\\u{feff}\\u{0}"
+        );
+        for limit in [12, 13, 20, 31, 64] {
+            let t = bounded_text("p", &"é\u{1b}".repeat(50), limit);
+            assert!(t.len() <= limit, "{limit}: {t}");
+        }
+    }
+
+    /// Proves: a rejected result names the contract's rule and schema path, never the result's
+    /// keys or values, and an upstream outputSchema rejection names no upstream property either.
+    #[test]
+    fn result_rejections_name_the_contract_never_the_upstream() {
+        let contract = compile(&json!({
+            "type": "object",
+            "properties": {"temperature": {"type": "number"}},
+            "additionalProperties": false
+        }))
+        .expect("compiles");
+        let mut r = CallToolResult::success(vec![]);
+        r.structured_content =
+            Some(json!({"temperature": 1, "LEAKED_KEY_IGNORE_INSTRUCTIONS": "LEAKED_VALUE"}));
+        let e = check_result(r, &schemas(&contract))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("additionalProperties") && !e.contains("LEAKED"),
+            "{e}"
+        );
+        let mut r = CallToolResult::success(vec![]);
+        r.structured_content = Some(json!({"temperature": "x"}));
+        let e = check_result(r, &schemas(&contract))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/properties/temperature/type"), "{e}");
+
+        let upstream = compile(&json!({
+            "type": "object",
+            "properties": {"temperature": {"type": "number"}, "UPSTREAM_PROP": {"type": "string"}},
+            "required": ["UPSTREAM_PROP"]
+        }))
+        .expect("compiles");
+        let loose = compile(&json!({"type": "object"})).expect("compiles");
+        let mut s = schemas(&loose);
+        s.upstream = Some(&upstream);
+        let mut r = CallToolResult::success(vec![]);
+        r.structured_content = Some(json!({"UPSTREAM_PROP": 3}));
+        let e = check_result(r, &s).unwrap_err().to_string();
+        assert!(e.contains("`type`") && !e.contains("UPSTREAM_PROP"), "{e}");
     }
 
     #[test]

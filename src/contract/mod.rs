@@ -6,8 +6,13 @@
 
 pub mod digest;
 pub mod enforce;
+pub mod keywords;
 pub mod narrow;
+pub mod publish;
 pub mod schema;
+
+#[cfg(test)]
+mod proptests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -275,9 +280,9 @@ fn build(
     if input.get("type").and_then(Value::as_str) != Some("object") {
         return err(".input", "must be an object schema (`type: object`)".into());
     }
-    let input_validator = checked_schema(&input).map_err(|m| (".input".to_string(), m))?;
+    let input_validator = checked_schema(&input, ".input")?;
     let output_validator = match &f.output {
-        Some(output) => Some(checked_schema(output).map_err(|m| (".output".to_string(), m))?),
+        Some(output) => Some(checked_schema(output, ".output")?),
         None => None,
     };
     for (i, pointer) in f.redact.iter().enumerate() {
@@ -334,17 +339,23 @@ fn build(
 }
 
 /// A contract schema must be 2020-12 (the dialect the gateway publishes), valid against its
-/// meta-schema, and compilable offline.
-fn checked_schema(schema: &Value) -> Result<Arc<Validator>, String> {
+/// meta-schema, use only keywords 2020-12 defines (a misspelt one would be ignored, its
+/// constraint lost and the typo published), and compile offline. Errors carry the key path below
+/// the tool (`at`, then the path inside the schema) and a message.
+fn checked_schema(schema: &Value, at: &str) -> Result<Arc<Validator>, (String, String)> {
+    let here = |m: String| (at.to_string(), m);
     if let Some(dialect) = schema.get("$schema").and_then(Value::as_str)
         && dialect.trim_end_matches('#') != schema::DRAFT_2020_12
     {
-        return Err(format!(
+        return Err(here(format!(
             "contracts are written in JSON Schema 2020-12; remove `$schema: {dialect}`"
-        ));
+        )));
     }
-    schema::check_meta(schema)?;
-    schema::compile(schema)
+    schema::check_meta(schema).map_err(here)?;
+    if let Some(unknown) = keywords::unknown_keywords(schema).into_iter().next() {
+        return Err((format!("{at}.{}", unknown.path), unknown.message));
+    }
+    schema::compile(schema).map_err(here)
 }
 
 #[cfg(test)]
@@ -426,6 +437,19 @@ mod tests {
             (
                 "upstream: a\ntools:\n  t: {timeout: 5}\n",
                 "tools.t.timeout",
+            ),
+            // A misspelt keyword would be ignored by validators: its constraint silently lost.
+            (
+                "upstream: a\ntools:\n  t: {input: {type: object, properties: {s: {type: string, maxLenght: 3}}}}\n",
+                "tools.t.input.properties.s.maxLenght",
+            ),
+            (
+                "upstream: a\ntools:\n  t: {output: {type: object, properties: {k: {enun: [a]}}}}\n",
+                "did you mean `enum`?",
+            ),
+            (
+                "upstream: a\ntools:\n  t: {input: {type: object, x-note: hi}}\n",
+                "tools.t.input.x-note",
             ),
         ];
         for (text, expected) in cases {

@@ -24,10 +24,11 @@ pub fn compile(schema: &Value) -> Result<Arc<Validator>, String> {
         .map_err(|e| e.masked().to_string())
 }
 
-/// Checks a schema against its dialect's meta-schema, so a contract typo (`"type": "strng"`) is a
-/// load error rather than a validator that accepts everything.
+/// Checks a schema against the JSON Schema 2020-12 meta-schema (the crate's bundled copy), so a
+/// contract typo in a value (`"type": "strng"`) is a load error rather than a validator that
+/// accepts everything.
 pub fn check_meta(schema: &Value) -> Result<(), String> {
-    jsonschema::meta::validate(schema).map_err(|e| {
+    jsonschema::draft202012::meta::validate(schema).map_err(|e| {
         let at = e.instance_path().to_string();
         format!(
             "not a valid JSON Schema at `{}`: {}",
@@ -145,6 +146,9 @@ pub struct Violation {
     pub path: String,
     /// The schema keyword that failed (`enum`, `required`, `additionalProperties`, ...).
     pub rule: String,
+    /// JSON Pointer to the failing keyword in the schema (`/properties/location/enum`): a
+    /// location in the schema's text, never in the data.
+    pub schema_path: String,
     /// A masked, human-readable explanation.
     pub detail: String,
 }
@@ -178,7 +182,12 @@ fn describe(error: &ValidationError<'_>) -> Violation {
     // `masked` replaces the instance with "value"; some messages still quote property names, which
     // are part of the schema, not of the caller's data.
     let detail = error.masked().to_string();
-    Violation { path, rule, detail }
+    Violation {
+        path,
+        rule,
+        schema_path: display_pointer(&schema_path).to_string(),
+        detail,
+    }
 }
 
 fn display_pointer(pointer: &str) -> &str {

@@ -75,6 +75,7 @@ pub fn readiness(gateway: &Gateway) -> Value {
                     "state": "enabled",
                     "upstream": tool.contract.upstream,
                     "narrowing": s.verdict.to_string(),
+                    "output_narrowing": s.output_verdict.as_ref().map(ToString::to_string),
                 }),
                 None => json!({
                     "state": "unavailable",

@@ -250,8 +250,17 @@ impl Gateway {
                     }
                     _ => Outcome::UpstreamError,
                 };
-                let message = match outcome {
-                    Outcome::Unknown => format!("{e}; the call may or may not have taken effect"),
+                let message = match (&e, outcome) {
+                    (_, Outcome::Unknown) => {
+                        format!("{e}; the call may or may not have taken effect")
+                    }
+                    // The upstream's message is its own text, of any length: bounded and
+                    // escaped like a tool error's (the error's `data` is never passed on).
+                    (CallError::Protocol(error), _) => enforce::bounded_text(
+                        &format!("upstream answered with a protocol error {}: ", error.code.0),
+                        &error.message,
+                        self.error_text_bytes(),
+                    ),
                     _ => e.to_string(),
                 };
                 return executed(Ok(tool_error(message)), outcome);
@@ -261,6 +270,7 @@ impl Gateway {
             contract: contract.output_validator.as_deref(),
             upstream: upstream_schemas.and_then(|s| s.output.as_deref()),
             max_bytes: usize::try_from(self.config.max_result_bytes.0).unwrap_or(usize::MAX),
+            error_text_bytes: self.error_text_bytes(),
         };
         match enforce::check_result(result, &schemas) {
             Ok(result) if result.is_error == Some(true) => executed(Ok(result), Outcome::ToolError),
@@ -270,6 +280,11 @@ impl Gateway {
                 Outcome::RejectedOutput,
             ),
         }
+    }
+
+    /// `error_text_bytes`, as a length.
+    fn error_text_bytes(&self) -> usize {
+        usize::try_from(self.config.error_text_bytes.0).unwrap_or(usize::MAX)
     }
 
     /// A call's timeout: the contract's, else its upstream's, else [`DEFAULT_TIMEOUT`].

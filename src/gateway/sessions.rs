@@ -136,6 +136,7 @@ mod tests {
         assert_eq!(sessions.version_if_recently_handled("s", minute), None);
         sessions.record("s", "alice", v.clone());
         assert_eq!(sessions.version_if_recently_handled("s", minute), v);
+        // The 10 ms "recently" must run out: that time passing is the behaviour under test.
         std::thread::sleep(Duration::from_millis(20));
         let short = Duration::from_millis(10);
         assert_eq!(sessions.version_if_recently_handled("s", short), None);

@@ -452,6 +452,8 @@ mod tests {
             assert_eq!(admit(&l, &c, "x", None), Ok(()));
         }
         assert_eq!(l.memory_keys(), 5000);
+        // The keys must go idle (full again at 1000/s: 1 ms): that time passing is the
+        // behaviour under test.
         std::thread::sleep(Duration::from_millis(20));
         let Backend::Memory(m) = &l.backend else {
             panic!("memory backend")

@@ -147,6 +147,9 @@ struct Shared {
     /// Transactions committed (tests count them to see receipts share commits).
     #[cfg(test)]
     commits: std::sync::atomic::AtomicU64,
+    /// Set once the writer thread first waits for work (tests wait for it instead of sleeping).
+    #[cfg(test)]
+    writer_waiting: AtomicBool,
     /// Wakes the writer thread: receipts to commit (every one in `fsync` mode; what a caller's
     /// commit left in the queue otherwise), the log closing.
     wake: Condvar,
@@ -176,6 +179,8 @@ impl ReceiptLog {
             closed: AtomicBool::new(false),
             #[cfg(test)]
             commits: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            writer_waiting: AtomicBool::new(false),
         });
         let background = Background {
             shared: shared.clone(),
@@ -429,6 +434,8 @@ impl Background {
             if now >= due || self.shared.closed.load(Ordering::Acquire) || !queue.is_empty() {
                 return;
             }
+            #[cfg(test)]
+            self.shared.writer_waiting.store(true, Ordering::Release);
             queue = match self.shared.wake.wait_timeout(queue, due - now) {
                 Ok((queue, _)) => queue,
                 Err(p) => p.into_inner().0,

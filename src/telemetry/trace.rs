@@ -15,8 +15,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use opentelemetry::context::FutureExt as _;
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, TraceId, Tracer as _};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{
+    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, Tracer as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
@@ -233,9 +235,9 @@ pub struct UpstreamAttempt {
 }
 
 impl AttemptSpan for UpstreamAttempt {
-    /// Opens the span as a child of the current request's and writes the W3C context into
-    /// `params._meta` (`traceparent`, `tracestate`). Without a tracer, the client's own context is
-    /// passed on unchanged, if it sent one.
+    /// Opens the span as a child of the current request's and writes its W3C `traceparent` into
+    /// `params._meta`. Without a tracer, the client's traceparent is passed on (the upstream's
+    /// span continues the client's); never the client's `tracestate`.
     fn start(
         upstream: &str,
         transport: &UpstreamTransport,
@@ -316,21 +318,31 @@ fn extract(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<SpanCo
     sc.is_valid().then_some(sc)
 }
 
-/// Writes `cx`'s span context into `params._meta`, if it has a valid one.
+/// Writes `cx`'s span context into `params._meta` as the gateway's own trace context: its
+/// `traceparent` (when it has a valid one), and no `tracestate`. A span context inherits its
+/// parent's trace state, which is the client's: vendor data the client chose, which has no place
+/// upstream (only the gateway's own state would, and it keeps none). Any trace context already
+/// in `_meta` is replaced, whatever put it there.
 fn inject(cx: &Context, params: &mut CallToolRequestParams) {
-    let mut carrier = W3cOut::default();
-    TraceContextPropagator::new().inject_context(cx, &mut carrier);
-    let Some(traceparent) = carrier.traceparent else {
-        return;
-    };
-    let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
-    meta.0.set_traceparent(traceparent);
-    match carrier.tracestate.filter(|s| !s.is_empty()) {
-        Some(state) => meta.0.set_tracestate(state),
-        None => {
+    let span = cx.span();
+    let sc = span.span_context();
+    if !sc.is_valid() {
+        if let Some(meta) = params.meta.as_mut() {
+            meta.0.0.remove("traceparent");
             meta.0.0.remove("tracestate");
         }
+        return;
     }
+    let traceparent = format!(
+        "{:02x}-{}-{}-{:02x}",
+        0,
+        sc.trace_id(),
+        sc.span_id(),
+        sc.trace_flags() & TraceFlags::SAMPLED
+    );
+    let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
+    meta.0.set_traceparent(traceparent);
+    meta.0.0.remove("tracestate");
 }
 
 /// The two W3C trace-context fields, read from `_meta` or HTTP headers.
@@ -349,22 +361,6 @@ impl Extractor for W3c<'_> {
     }
     fn keys(&self) -> Vec<&str> {
         vec!["traceparent", "tracestate"]
-    }
-}
-
-#[derive(Default)]
-struct W3cOut {
-    traceparent: Option<String>,
-    tracestate: Option<String>,
-}
-
-impl Injector for W3cOut {
-    fn set(&mut self, key: &str, value: String) {
-        match key {
-            "traceparent" => self.traceparent = Some(value),
-            "tracestate" => self.tracestate = Some(value),
-            _ => {}
-        }
     }
 }
 
@@ -396,10 +392,10 @@ mod tests {
         assert!(extract(None, Some("vendor=1")).is_none());
     }
 
-    /// Proves: with no tracer installed no span is made, and the client's traceparent and
-    /// tracestate go upstream in `_meta` unchanged.
+    /// Proves: with no tracer installed no span is made, and the client's traceparent goes
+    /// upstream in `_meta` unchanged, its tracestate not at all.
     #[test]
-    fn without_a_tracer_the_clients_context_is_passed_on_unchanged() {
+    fn without_a_tracer_the_clients_traceparent_is_passed_on_alone() {
         let sc = extract(Some(PARENT), Some("vendor=1")).expect("valid traceparent");
         let cx = Context::new().with_remote_span_context(sc);
         let mut params = CallToolRequestParams::new("add");
@@ -417,7 +413,36 @@ mod tests {
         assert!(started.cx.is_none(), "no span without a tracer");
         let meta = params.meta.expect("_meta written");
         assert_eq!(meta.get_traceparent(), Some(PARENT));
-        assert_eq!(meta.get_tracestate(), Some("vendor=1"));
+        assert_eq!(meta.get_tracestate(), None);
+    }
+
+    /// Proves: whatever trace context `_meta` already holds is replaced by the context's own
+    /// traceparent (flags kept to the sampled bit), and a tracestate, the span's inherited one
+    /// or one already there, is never written; with no valid context, both keys are removed.
+    #[test]
+    fn only_the_gateways_traceparent_is_injected() {
+        let sc = extract(
+            Some("00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-03"),
+            Some("vendor=1"),
+        )
+        .expect("valid traceparent");
+        let cx = Context::new().with_remote_span_context(sc);
+        let mut params = CallToolRequestParams::new("add");
+        let mut meta = RequestMetaObject::new();
+        meta.0.set_traceparent(PARENT);
+        meta.0.set_tracestate("client=secret");
+        params.meta = Some(meta);
+        inject(&cx, &mut params);
+        let meta = params.meta.clone().expect("_meta kept");
+        assert_eq!(
+            meta.get_traceparent(),
+            Some("00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01")
+        );
+        assert_eq!(meta.get_tracestate(), None);
+        inject(&Context::new(), &mut params);
+        let meta = params.meta.expect("_meta kept");
+        assert_eq!(meta.get_traceparent(), None);
+        assert_eq!(meta.get_tracestate(), None);
     }
 
     /// Proves: with no context at all, the forwarded request gets no `_meta`.

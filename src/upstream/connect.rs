@@ -11,8 +11,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::io::AsyncBufReadExt;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::forward::Forwarder;
 use super::tap::{SessionTap, TappedClient};
@@ -21,7 +20,9 @@ use crate::config::UpstreamTransport;
 /// The gateway's side of an upstream connection: it identifies itself and passes
 /// `notifications/tools/list_changed` on, so the tools can be re-read and re-narrowed.
 pub struct UpstreamClient {
-    pub tools_changed: mpsc::UnboundedSender<()>,
+    /// Told of every list_changed; it keeps at most one pending, so any number of them in a row
+    /// costs one more re-list, not one each.
+    pub tools_changed: Arc<Notify>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -33,7 +34,7 @@ impl ClientHandler for UpstreamClient {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.tools_changed.send(());
+        self.tools_changed.notify_one();
     }
 }
 
@@ -61,7 +62,8 @@ pub enum ConnectError {
     Handshake(String),
 }
 
-/// Connects to `name` over its transport. A stdio child's stderr goes to the log under its name.
+/// Connects to `name` over its transport. A stdio child's stderr goes to the log under its name
+/// (bounded: `stderr.rs`).
 pub async fn connect(
     name: &str,
     transport: &UpstreamTransport,
@@ -96,13 +98,7 @@ pub async fn connect(
                     source,
                 })?;
             if let Some(stderr) = stderr {
-                let name = name.to_string();
-                tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::info!(upstream = %name, "stderr: {line}");
-                    }
-                });
+                tokio::spawn(super::stderr::log_stderr(name.to_string(), stderr));
             }
             let connection = handler
                 .serve(child)

@@ -7,7 +7,8 @@
 //! upstreams, see `h1.rs`; through reqwest otherwise), on the session rmcp opened (the
 //! [`SessionTap`] sees its session id and headers go by), and reads the answer there, as rmcp's
 //! client would: a JSON body or an SSE stream (resumed with `Last-Event-ID` if it closes early),
-//! answering requests the upstream makes meanwhile, passing `tools/list_changed` on, and sending
+//! answering requests the upstream makes meanwhile (a bounded number at a time: a flood of them
+//! must not become a socket each), passing `tools/list_changed` on, and sending
 //! `notifications/cancelled` for a call given up on (a timeout).
 //!
 //! rmcp keeps everything else: the handshake, `tools/list`, pings, the standalone stream, and
@@ -27,7 +28,7 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::CallError;
 use super::h1::{self, Http1Client};
@@ -42,6 +43,12 @@ const MAX_RESUMES: u32 = 3;
 const MAX_RESUME_DELAY: Duration = Duration::from_secs(5);
 /// Bound on the small messages the forwarder sends on its own (answers, cancellations).
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Answers to the upstream's requests being posted at once, per upstream: each may hold a
+/// connection, and an upstream sending 20,000 pings must not get 20,000 sockets.
+const MAX_REPLIES_POSTING: usize = 16;
+/// Answers waiting for their turn, per upstream; requests beyond these are not answered (and
+/// counted in the log): an upstream that floods gets no answer to the flood.
+const MAX_REPLIES_WAITING: usize = 256;
 
 /// What became of a call offered to the [`Forwarder`].
 pub enum Forwarded {
@@ -60,10 +67,22 @@ pub struct Forwarder {
     h1: Option<Http1Client>,
     tap: Arc<SessionTap>,
     /// Told when the answer stream carries `notifications/tools/list_changed`.
-    tools_changed: mpsc::UnboundedSender<()>,
+    tools_changed: Arc<Notify>,
     /// Our request ids are strings (`narrowgate-N`) and rmcp's are numbers: the two never clash
     /// on the shared session.
     next_id: AtomicU64,
+    /// Bounds on the answers to the upstream's requests (see [`MAX_REPLIES_WAITING`]).
+    replies: Arc<Replies>,
+}
+
+/// The answers to an upstream's requests under way, bounded.
+struct Replies {
+    /// A permit per answer waiting or posting ([`MAX_REPLIES_WAITING`]).
+    waiting: Arc<tokio::sync::Semaphore>,
+    /// A permit per answer posting ([`MAX_REPLIES_POSTING`]).
+    posting: tokio::sync::Semaphore,
+    /// Requests left unanswered because too many answers were under way.
+    unanswered: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -125,7 +144,7 @@ impl Forwarder {
         upstream: &str,
         url: reqwest::Url,
         client: &TappedClient,
-        tools_changed: mpsc::UnboundedSender<()>,
+        tools_changed: Arc<Notify>,
     ) -> Forwarder {
         Forwarder {
             upstream: upstream.to_string(),
@@ -135,6 +154,11 @@ impl Forwarder {
             tap: client.tap.clone(),
             tools_changed,
             next_id: AtomicU64::new(1),
+            replies: Arc::new(Replies {
+                waiting: Arc::new(tokio::sync::Semaphore::new(MAX_REPLIES_WAITING)),
+                posting: tokio::sync::Semaphore::new(MAX_REPLIES_POSTING),
+                unanswered: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -324,7 +348,7 @@ impl Forwarder {
             }
             (Some(method), None, _, _) => {
                 if method == "notifications/tools/list_changed" {
-                    let _ = self.tools_changed.send(());
+                    self.tools_changed.notify_one();
                 }
                 None
             }
@@ -366,11 +390,24 @@ impl Forwarder {
     }
 
     /// Answers a request the upstream makes while the call runs (in the background: the
-    /// upstream may wait for it before it answers the call).
+    /// upstream may wait for it before it answers the call), within the bounds of [`Replies`]:
+    /// beyond them the request is left unanswered, and counted in the log (its first, then
+    /// every thousandth).
     fn reply(&self, session: &Arc<Session>, request: RequestId, method: &str) {
+        let Ok(waiting) = self.replies.waiting.clone().try_acquire_owned() else {
+            let unanswered = self.replies.unanswered.fetch_add(1, Ordering::Relaxed) + 1;
+            if unanswered % 1000 == 1 {
+                tracing::warn!(upstream = %self.upstream, unanswered, "the upstream sends more requests than the gateway answers: left unanswered");
+            }
+            return;
+        };
         let post = self.notice(session, reply_to(request, method));
-        let upstream = self.upstream.clone();
+        let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
         tokio::spawn(async move {
+            let _waiting = waiting;
+            let Ok(_posting) = replies.posting.acquire().await else {
+                return;
+            };
             if let Err(error) = post.send().await {
                 tracing::warn!(%upstream, %error, "could not answer the upstream's request");
             }

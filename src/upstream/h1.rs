@@ -19,8 +19,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+
+mod write;
+use write::{WriteError, write_request};
 
 /// Idle connections kept per upstream (as the reqwest client's `pool_max_idle_per_host`).
 const MAX_IDLE: usize = 256;
@@ -159,16 +162,25 @@ impl Http1Client {
     }
 
     /// POSTs `body` with `headers` and reads the answer's head. A kept connection that turns
-    /// out closed before the request could be written is replaced by a new one; once written, a
-    /// failure is the caller's (the upstream may have acted on it).
+    /// out closed, or holding bytes no request asked for, before the request could be written is
+    /// closed and replaced (by the next kept one or a new one); once written, a failure is the
+    /// caller's (the upstream may have acted on it). An answer that arrives before the request
+    /// is all written is refused ([`write_request`]).
     pub async fn post(&self, headers: &HeaderMap, body: &[u8]) -> io::Result<Answer<'_>> {
         let request = self.request(headers, body);
-        let mut connection = match self.kept() {
-            Some(mut kept) => match kept.stream.write_all(&request).await {
-                Ok(()) => kept,
-                Err(_) => self.written(&request).await?,
-            },
-            None => self.written(&request).await?,
+        let mut connection = loop {
+            let Some(mut kept) = self.kept() else {
+                break self.written(&request).await?;
+            };
+            match write_request(&mut kept, &request).await {
+                Ok(()) => break kept,
+                Err(WriteError::Unused(e)) if e.kind() == io::ErrorKind::InvalidData => {
+                    tracing::warn!(upstream = ?self.host, error = %e, "closed a kept connection to the upstream");
+                }
+                // Closed while idle: the next one.
+                Err(WriteError::Unused(_)) => {}
+                Err(e @ WriteError::Partly(_)) => return Err(e.into()),
+            }
         };
         let (status, headers, framing, reusable) = read_head(&mut connection).await?;
         let mut answer = Answer {
@@ -219,24 +231,17 @@ impl Http1Client {
             buffer: ReadBuffer::default(),
             idle_since: Instant::now(),
         };
-        connection.stream.write_all(request).await?;
+        write_request(&mut connection, request).await?;
         Ok(connection)
     }
 
-    /// The most recently kept connection that is still open: one the upstream closed meanwhile
-    /// (an idle timeout) has its end waiting to be read, and is dropped. The socket itself is
-    /// asked (a non-blocking peek), not the runtime's notion of it, which may lag behind.
+    /// The most recently kept connection. Whether it is still open (the upstream may have
+    /// closed it meanwhile, an idle timeout) is asked of the socket as the request is written.
     fn kept(&self) -> Option<Connection> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(connection) = idle.pop_back() {
-            let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
-            match socket2::SockRef::from(&connection.stream).peek(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(connection),
-                // Closed, failed, or sent something unasked: not usable.
-                _ => continue,
-            }
-        }
-        None
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_back()
     }
 
     /// Keeps `connection` for the next call, and closes kept ones idle for longer than

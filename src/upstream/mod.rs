@@ -11,6 +11,7 @@ mod h1;
 #[cfg(test)]
 mod raw_server;
 mod sse;
+mod stderr;
 mod tap;
 
 use std::sync::{Arc, RwLock};
@@ -19,7 +20,7 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, Tool};
 use rmcp::service::{Peer, ServiceError};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{UpstreamConfig, UpstreamTransport};
@@ -265,9 +266,9 @@ impl Upstream {
     ) {
         let mut backoff = Backoff::starting_at(Duration::from_millis(250), Duration::from_secs(30));
         loop {
-            let (tools_tx, mut tools_rx) = mpsc::unbounded_channel();
+            let tools_changed = Arc::new(Notify::new());
             let handler = UpstreamClient {
-                tools_changed: tools_tx,
+                tools_changed: tools_changed.clone(),
             };
             let connected = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -311,7 +312,9 @@ impl Upstream {
                                             break format!("health check failed: {e}");
                                         }
                                     }
-                                    Some(()) = tools_rx.recv() => {
+                                    // At most one pending: notifications during this
+                                    // re-list cost one more, however many they are.
+                                    () = tools_changed.notified() => {
                                         match peer.list_all_tools().await {
                                             Ok(tools) => {
                                                 tracing::info!(upstream = %self.name, tools = tools.len(), "upstream tool list changed");
@@ -379,12 +382,13 @@ impl Backoff {
 }
 /// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
 pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
-    let (tx, _rx) = mpsc::unbounded_channel();
     let attempt = async {
         let Connected { connection, .. } = connect(
             &upstream.name,
             &upstream.transport,
-            UpstreamClient { tools_changed: tx },
+            UpstreamClient {
+                tools_changed: Arc::new(Notify::new()),
+            },
         )
         .await
         .map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// A raw HTTP/1.1 server on loopback: answers the n-th request with `answers[n]` (closing the
 /// connection after it when the answer's flag says so) and records each request.
@@ -14,7 +14,12 @@ pub struct Server {
     pub url: reqwest::Url,
     pub requests: Arc<std::sync::Mutex<Vec<String>>>,
     pub accepted: Arc<AtomicUsize>,
+    /// Connections the server has closed (their socket dropped): tests wait for this rather
+    /// than sleep when the client must see a close.
+    pub closed: Arc<AtomicUsize>,
 }
+
+type Requests = Arc<std::sync::Mutex<Vec<String>>>;
 
 pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -24,46 +29,16 @@ pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
     let answers: Arc<Vec<(String, bool)>> =
         Arc::new(answers.into_iter().map(|(a, c)| (a.into(), c)).collect());
     let next = Arc::new(AtomicUsize::new(0));
-    let (seen, count) = (requests.clone(), accepted.clone());
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (seen, count, gone) = (requests.clone(), accepted.clone(), closed.clone());
     tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
+        while let Ok((socket, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            let (answers, next, seen) = (answers.clone(), next.clone(), seen.clone());
+            let (answers, next, seen, gone) =
+                (answers.clone(), next.clone(), seen.clone(), gone.clone());
             tokio::spawn(async move {
-                let mut data = Vec::new();
-                loop {
-                    // One request: its head, then Content-Length bytes of body.
-                    let request = loop {
-                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&data[..end]).to_string();
-                            let length: usize = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length: "))
-                                .and_then(|v| v.parse().ok())
-                                .unwrap_or(0);
-                            if data.len() >= end + 4 + length {
-                                let whole =
-                                    String::from_utf8_lossy(&data[..end + 4 + length]).to_string();
-                                data.drain(..end + 4 + length);
-                                break whole;
-                            }
-                        }
-                        let mut buf = [0u8; 4096];
-                        match socket.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                    };
-                    seen.lock().expect("lock").push(request);
-                    let n = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((answer, close)) = answers.get(n) else {
-                        return;
-                    };
-                    let _ = socket.write_all(answer.as_bytes()).await;
-                    if *close {
-                        return;
-                    }
-                }
+                answer(socket, &answers, &next, &seen).await;
+                gone.fetch_add(1, Ordering::SeqCst);
             });
         }
     });
@@ -71,5 +46,49 @@ pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
         url: reqwest::Url::parse(&url).expect("url"),
         requests,
         accepted,
+        closed,
+    }
+}
+
+/// Serves one connection until its client closes it or an answer says to close; the socket is
+/// dropped (closed) when this returns.
+async fn answer(
+    mut socket: TcpStream,
+    answers: &[(String, bool)],
+    next: &AtomicUsize,
+    seen: &Requests,
+) {
+    let mut data = Vec::new();
+    loop {
+        // One request: its head, then Content-Length bytes of body.
+        let request = loop {
+            if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&data[..end]).to_string();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                if data.len() >= end + 4 + length {
+                    let whole = String::from_utf8_lossy(&data[..end + 4 + length]).to_string();
+                    data.drain(..end + 4 + length);
+                    break whole;
+                }
+            }
+            let mut buf = [0u8; 4096];
+            match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+            }
+        };
+        seen.lock().expect("lock").push(request);
+        let n = next.fetch_add(1, Ordering::SeqCst);
+        let Some((answer, close)) = answers.get(n) else {
+            return;
+        };
+        let _ = socket.write_all(answer.as_bytes()).await;
+        if *close {
+            return;
+        }
     }
 }

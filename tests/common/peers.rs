@@ -1,10 +1,17 @@
-//! Paths to the real third-party MCP peers that `tests/setup-peers.sh` installs into `.peers/`.
+//! Paths to the real third-party MCP peers that `tests/setup-peers.sh` installs into `.peers/`,
+//! and the Python SDK client drivers of `tests/clients/` run against the gateway.
 //!
 //! Each function panics with a pointer to the setup script when its peer is missing: tests never
 //! skip silently.
 #![allow(dead_code)] // each test crate uses only some of these
 
 use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::process::run;
 
 /// The repository root (the crate's manifest directory).
 pub fn repo_root() -> PathBuf {
@@ -64,4 +71,36 @@ fn existing(peer: &str, path: PathBuf) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Bounds every client run: a hung peer fails the test instead of hanging it.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(90);
+
+/// One of the Python SDK drivers in `tests/clients/`, run against a gateway's URL.
+#[derive(Clone, Copy)]
+pub enum PyClient {
+    /// `mcp` 2.3.0; the mode is `auto` (2026-07-28 `server/discover` first) or `legacy`.
+    V2(&'static str),
+    /// `mcp` 1.30.0 (always `initialize` at 2025-11-25).
+    V1,
+}
+
+impl PyClient {
+    /// Runs `steps` (see `tests/clients/steps_common.py`) with `key` (`-`: no Authorization
+    /// header) within [`CLIENT_DEADLINE`]; asserts it exits 0 and returns what it printed.
+    pub fn run(self, url: &str, key: &str, steps: &Value) -> Value {
+        let (python, script, mode) = match self {
+            PyClient::V2(mode) => (py2_python(), py_client_script("py2_client.py"), mode),
+            PyClient::V1 => (py1_python(), py_client_script("py1_client.py"), "legacy"),
+        };
+        let ran = run(
+            Command::new(python)
+                .arg(script)
+                .args([url, key, mode, &steps.to_string()])
+                .env("PY_CLIENT_TIMEOUT", "20"),
+            CLIENT_DEADLINE,
+        );
+        assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
+        ran.json()
+    }
 }

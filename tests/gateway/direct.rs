@@ -5,26 +5,23 @@
 
 use serde_json::{Value, json};
 
-use super::common::{self, Gateway, HttpUpstream, KEY, Raw, Reply, hash_key};
-
-const BOB: &str = "test-key-bob";
+use super::common::{
+    self, BOB, Gateway, HttpUpstream, KEY, Raw, Reply, contract_file, echo_tool, hash_key,
+    stateless_call_body, stateless_call_headers,
+};
 const PLAIN: &str = "application/json, text/event-stream";
 const TO_RMCP: &str = "application/json;q=1, text/event-stream";
 
-const CONTRACT: &str = r#"upstream: demo
-tools:
-  echo:
-    privilege: read
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 20 } }
-      required: [message]
-      additionalProperties: false
-  fail:
-    privilege: read
-  whoami:
-    privilege: read
-"#;
+/// echo (a message of at most 20 characters), fail and whoami.
+fn contract() -> String {
+    contract_file(
+        "demo",
+        &[
+            &echo_tool("echo", 20, ""),
+            "  fail:\n    privilege: read\n  whoami:\n    privilege: read\n",
+        ],
+    )
+}
 
 /// alice may call every tool, bob only `fail`; the log shows which path answered.
 fn start() -> (HttpUpstream, Gateway) {
@@ -37,7 +34,7 @@ fn start() -> (HttpUpstream, Gateway) {
     );
     let gw = Gateway::spawn(
         &config,
-        &[("demo.yaml", CONTRACT)],
+        &[("demo.yaml", contract().as_str())],
         &[("NARROWGATE_LOG", "info,narrowgate::gateway::direct=debug")],
     );
     gw.wait_ready(std::time::Duration::from_secs(60));
@@ -89,8 +86,11 @@ fn cases() -> [(&'static str, &'static str, Value, &'static str); 6] {
     ]
 }
 
-fn answered_directly(gw: &Gateway) -> usize {
-    gw.log().matches("tools/call answered without rmcp").count()
+/// Asserts that the log shows `expected` calls answered by the direct path.
+fn assert_answered_directly(gw: &Gateway, expected: usize) {
+    let log = gw.log();
+    let direct = log.matches("tools/call answered without rmcp").count();
+    assert_eq!(direct, expected, "log:\n{log}");
 }
 
 /// Proves: stateless (2026-07-28) results, tool errors (rejected arguments, an upstream
@@ -101,19 +101,11 @@ fn answered_directly(gw: &Gateway) -> usize {
 async fn stateless_calls_are_answered_as_rmcp_answers_them() {
     let (_upstream, gw) = start();
     for (key, tool, arguments, what) in cases() {
-        let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {
-            "name": tool, "arguments": arguments, "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "direct-test", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let body = stateless_call_body(json!("req-1"), tool, arguments);
         let headers = |accept: &str| {
-            [
-                ("authorization", format!("Bearer {key}")),
-                ("accept", accept.to_string()),
-                ("mcp-protocol-version", "2026-07-28".to_string()),
-                ("mcp-method", "tools/call".to_string()),
-                ("mcp-name", tool.to_string()),
-            ]
+            let mut headers = stateless_call_headers(key, tool);
+            headers.push(("accept", accept.to_string()));
+            headers
         };
         let direct = post(&gw.url, &headers(PLAIN), &body).await;
         let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
@@ -137,7 +129,7 @@ async fn stateless_calls_are_answered_as_rmcp_answers_them() {
             );
         }
     }
-    assert_eq!(answered_directly(&gw), 6, "log:\n{}", gw.log());
+    assert_answered_directly(&gw, 6);
     let receipts = common::receipts_json(&gw.config_path(), &[]);
     assert_eq!(receipts.len(), cases().len() * 2, "{receipts:?}");
 }
@@ -183,12 +175,7 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
             }
         }
     }
-    assert_eq!(
-        answered_directly(&gw),
-        expected_direct,
-        "log:\n{}",
-        gw.log()
-    );
+    assert_answered_directly(&gw, expected_direct);
 
     // A session opened at 2025-06-18 whose request names 2025-11-25 (rmcp only checks that the
     // header names a known version): rmcp's handler answers as of 2025-06-18, and so must the
@@ -201,12 +188,7 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
     let by_rmcp = post(&gw.url, &headers(TO_RMCP), &body).await;
     assert_eq!(plain.message(), by_rmcp.message());
     assert_eq!(plain.message()["error"]["code"], -32602, "{plain:?}");
-    assert_eq!(
-        answered_directly(&gw),
-        expected_direct,
-        "log:\n{}",
-        gw.log()
-    );
+    assert_answered_directly(&gw, expected_direct);
 
     // Another caller's session, a deleted one and an unknown one are rmcp's to refuse (404).
     let session = raw.open_session(Some(KEY), "2025-11-25").await;
@@ -239,10 +221,5 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
         404,
         "a deleted session answered"
     );
-    assert_eq!(
-        answered_directly(&gw),
-        expected_direct,
-        "log:\n{}",
-        gw.log()
-    );
+    assert_answered_directly(&gw, expected_direct);
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::common::{
-    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, retry_until, text_of,
+    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, structured_u64, text_of,
+    upstream_counts,
 };
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n  slow:\n    privilege: write\n    timeout: 300ms\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n";
@@ -83,19 +84,14 @@ async fn an_expired_upstream_session_is_reopened_without_running_the_call_twice(
     let old_session = field(&first, "mcp-session-id").to_string();
     assert!(!old_session.is_empty(), "{first}");
 
-    // Nothing observable tells that the upstream dropped an idle session: wait it out.
+    // The behaviour under test is the upstream's idle timeout (300 ms) running out, and nothing
+    // observable tells that the upstream dropped an idle session: the time must elapse.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let count = |v: &rmcp::model::CallToolResult| {
-        v.structured_content
-            .as_ref()
-            .and_then(|s| s.get("count"))
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| panic!("a count: {v:?}"))
-    };
-    let before = count(&call_ok(&alice, "peek_counter", json!({})).await);
+    let before = upstream_counts(&alice).await.count;
+    // The same again: that peek reopened a session, which must expire before the counter call.
     tokio::time::sleep(Duration::from_millis(900)).await;
     call_ok(&alice, "counter", json!({})).await;
-    let after = count(&call_ok(&alice, "peek_counter", json!({})).await);
+    let after = upstream_counts(&alice).await.count;
     assert_eq!(
         after,
         before + 1,
@@ -126,17 +122,9 @@ async fn a_call_that_times_out_is_cancelled_upstream() {
     let alice = client(&gw.url, KEY).await;
     let timed_out = call_answered(&alice, "slow", json!({"ms": 5000})).await;
     assert_eq!(timed_out.is_error, Some(true), "{timed_out:?}");
-    let cancelled = |r: &rmcp::model::CallToolResult| {
-        r.structured_content
-            .as_ref()
-            .and_then(|s| s.get("cancelled"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    retry_until(
-        &gw,
+    let cancelled = |r: &rmcp::model::CallToolResult| structured_u64(r, "cancelled").unwrap_or(0);
+    gw.retry_until(
         Duration::from_secs(3),
-        Duration::from_millis(100),
         "the upstream sees the call cancelled",
         async || {
             let seen = cancelled(&call_ok(&alice, "peek_counter", json!({})).await);
@@ -182,10 +170,8 @@ async fn a_call_whose_client_hangs_up_still_completes() {
         "the client should have given up: {hung_up:?}"
     );
 
-    retry_until(
-        &gw,
+    gw.retry_until(
         Duration::from_secs(5),
-        Duration::from_millis(100),
         "the abandoned call's receipt",
         async || {
             let receipts = common::receipts_json(&gw.config_path(), &["--tool", "slow"]);
@@ -198,11 +184,7 @@ async fn a_call_whose_client_hangs_up_still_completes() {
     .await;
     let alice = client(&gw.url, KEY).await;
     let peek = call_ok(&alice, "peek_counter", json!({})).await;
-    let cancelled = peek
-        .structured_content
-        .as_ref()
-        .and_then(|s| s.get("cancelled"))
-        .and_then(Value::as_u64);
+    let cancelled = structured_u64(&peek, "cancelled");
     assert_eq!(
         cancelled,
         Some(0),

@@ -3,8 +3,10 @@
 
 use serde_json::{Value, json};
 
+use super::common::peers::{CLIENT_DEADLINE, PyClient, py_client_script, py2_python};
+use super::common::process::run;
 use super::common::{self, KEY, Raw, http_get};
-use super::support::{AUDIENCE, keys};
+use super::support::{AUDIENCE, RESOURCE_METADATA, assert_challenge, keys};
 use super::{BOB, HttpUpstream, V, call, call_once, listed, start_with_file, token};
 
 /// Proves: a caller that may use a tool but lacks its scopes sees it listed and gets HTTP 403
@@ -38,14 +40,8 @@ async fn step_up_403_names_the_missing_scope() {
         )
         .await;
         assert_eq!(reply.status, 403, "{reply:?}");
-        let challenge = reply.header("www-authenticate").unwrap_or_default();
-        assert!(
-            challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"weather:read\"")
-                && challenge.contains(
-                    "resource_metadata=\"https://gw.test/.well-known/oauth-protected-resource/mcp\""
-                ),
-            "{challenge}"
-        );
+        let start = "Bearer error=\"insufficient_scope\", scope=\"weather:read\"";
+        assert_challenge(&reply, start, "the step-up 403");
         // Other tools stay usable in the same session.
         let echo = call(&raw, credential, &session, "echo", json!({"message": "hi"})).await;
         assert_eq!(echo.status, 200, "{echo:?}");
@@ -116,16 +112,8 @@ async fn step_up_through_the_python_sdk() {
     let (gw, _dir) = start_with_file(&upstream, "");
     let k = keys();
     let steps = json!([{"op": "list"}, {"op": "call", "name": "get_weather", "arguments": {"location": "Chicago"}}]);
-    let run = |credential: &str| {
-        let out = std::process::Command::new(common::peers::py2_python())
-            .arg(common::peers::py_client_script("py2_client.py"))
-            .args([&gw.url, credential, "legacy", &steps.to_string()])
-            .output()
-            .expect("run the Python SDK client");
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice::<Value>(&out.stdout).expect("client prints JSON")
-    };
-    let without = run(&token(&k.rsa, "py", json!({"groups": ["weather"]})));
+    let run_steps = |credential: &str| PyClient::V2("legacy").run(&gw.url, credential, &steps);
+    let without = run_steps(&token(&k.rsa, "py", json!({"groups": ["weather"]})));
     let names: Vec<&str> = without["results"][0]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{without}"))
@@ -142,7 +130,7 @@ async fn step_up_through_the_python_sdk() {
         refused.get("is_error").is_none(),
         "the 403 is not a tool result: {without}"
     );
-    let with = run(&token(
+    let with = run_steps(&token(
         &k.rsa,
         "py",
         json!({"groups": ["weather"], "scope": "weather:read"}),
@@ -181,16 +169,17 @@ prm = ProtectedResourceMetadata.model_validate_json(sys.argv[3])
 out["prm"] = {"resource": str(prm.resource), "authorization_servers": [str(u) for u in prm.authorization_servers]}
 print(json.dumps(out))
 "#;
-    let out = std::process::Command::new(common::peers::py2_python())
-        .args(["-c", parse])
-        .arg(forbidden.header("www-authenticate").unwrap_or_default())
-        .arg(unauthorized.header("www-authenticate").unwrap_or_default())
-        .arg(&metadata)
-        .output()
-        .expect("run the Python SDK");
-    assert!(out.status.success(), "{out:?}");
-    let parsed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let metadata_url = "https://gw.test/.well-known/oauth-protected-resource/mcp";
+    let out = run(
+        std::process::Command::new(py2_python())
+            .args(["-c", parse])
+            .arg(forbidden.header("www-authenticate").unwrap_or_default())
+            .arg(unauthorized.header("www-authenticate").unwrap_or_default())
+            .arg(&metadata),
+        CLIENT_DEADLINE,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let parsed = out.json();
+    let metadata_url = RESOURCE_METADATA;
     assert_eq!(
         parsed["403"],
         json!({"error": "insufficient_scope", "scope": "weather:read", "resource_metadata": metadata_url})
@@ -230,14 +219,15 @@ async fn the_python_sdk_steps_up_by_itself() {
         &format!("  issuer: https://idp.test\n  audience: {AUDIENCE}\n"),
     )
     .replace("https://as.test", &authorization_server.base);
-    let gw = common::Gateway::start(&config, &[("demo.yaml", super::CONTRACTS)]);
-    let out = std::process::Command::new(common::peers::py2_python())
-        .arg(common::peers::py_client_script("py2_oauth_client.py"))
-        .arg(&gw.url)
-        .output()
-        .expect("run the Python SDK OAuth client");
-    assert!(out.status.success(), "{out:?}\nlog:\n{}", gw.log());
-    let result: Value = serde_json::from_slice(&out.stdout).expect("client prints JSON");
+    let gw = common::Gateway::start(&config, &[("demo.yaml", super::contracts().as_str())]);
+    let out = run(
+        std::process::Command::new(py2_python())
+            .arg(py_client_script("py2_oauth_client.py"))
+            .arg(&gw.url),
+        CLIENT_DEADLINE,
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, gw.log());
+    let result = out.json();
     assert_eq!(
         result["tools"],
         json!(["echo", "get_weather", "whoami"]),

@@ -17,8 +17,23 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::{Value, json};
 
+use super::common::Reply;
+
 pub const ISSUER: &str = "https://idp.test";
 pub const AUDIENCE: &str = "https://gw.test/mcp";
+/// The gateway's RFC 9728 metadata document for [`AUDIENCE`], which its challenges name.
+pub const RESOURCE_METADATA: &str = "https://gw.test/.well-known/oauth-protected-resource/mcp";
+
+/// Asserts that `reply`'s `WWW-Authenticate` challenge starts with `start` and names
+/// [`RESOURCE_METADATA`]; `what` says which case failed.
+pub fn assert_challenge(reply: &Reply, start: &str, what: &str) {
+    let challenge = reply.header("www-authenticate").unwrap_or_default();
+    let metadata = format!("resource_metadata=\"{RESOURCE_METADATA}\"");
+    assert!(
+        challenge.starts_with(start) && challenge.contains(&metadata),
+        "{what}: {challenge}"
+    );
+}
 
 enum Kind {
     Rsa(RsaKeyPair),

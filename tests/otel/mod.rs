@@ -5,14 +5,15 @@
 
 pub mod prometheus;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::common::free_port;
 use crate::common::peers::{peers_dir, py2_python, repo_root};
+use crate::common::process::{spawn_logged, wait_listening};
+use crate::common::{free_port, wait_until_async};
 
 pub const OTEL_INSTALL: &str = "python3 -m venv .peers/otel && .peers/otel/bin/pip install \
      rotel==0.0.1a15 opentelemetry-proto==1.45.2 protobuf==7.36.2";
@@ -62,37 +63,6 @@ pub fn require_py2_otel() {
         "the OpenTelemetry SDK is missing from .peers/py2: install it with `{PY2_OTEL_INSTALL}`\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Waits until `port` accepts connections, or panics with `log` once `child` exited or time is up.
-pub fn wait_listening(port: u16, child: &mut Child, what: &str, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "{what} exited ({status}) before listening on {port}:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!(
-        "{what} did not listen on {port} within 30s:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
-}
-
-pub fn spawn_logged(command: &mut Command, log: &Path, what: &str) -> Child {
-    let file = std::fs::File::create(log).expect("log file");
-    let stderr = file.try_clone().expect("log file");
-    command
-        .stdout(file)
-        .stderr(stderr)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"))
 }
 
 /// rotel receiving OTLP on gRPC and HTTP, forwarding every span to the sink the test reads.
@@ -166,20 +136,25 @@ impl Collector {
 
     /// Polls the sink until `ready` holds for the spans received, or panics listing them.
     pub async fn wait_for(&self, what: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let spans = self.spans().await;
-            if ready(&spans) {
-                return spans;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "{what}: not received within 20s; spans: {spans:#?}\nrotel log:\n{}",
-                    std::fs::read_to_string(self.dir.path().join("rotel.log")).unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let rotel_log = || {
+            let log = std::fs::read_to_string(self.dir.path().join("rotel.log"));
+            format!("rotel log:\n{}", log.unwrap_or_default())
+        };
+        wait_until_async(
+            Duration::from_secs(20),
+            Duration::from_millis(100),
+            &format!("{what}: receiving them"),
+            rotel_log,
+            async || {
+                let spans = self.spans().await;
+                if ready(&spans) {
+                    Ok(spans)
+                } else {
+                    Err(format!("spans: {spans:#?}"))
+                }
+            },
+        )
+        .await
     }
 
     /// Exports one span as OTLP/JSON, as an instrumented client would.

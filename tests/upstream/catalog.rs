@@ -144,13 +144,45 @@ pub fn base_tools() -> Vec<Tool> {
         }))),
         Tool::new(
             "peek_counter",
-            "Returns the counter without incrementing it, and how many `slow` calls were cancelled.",
+            "Returns the counter without incrementing it, how many `slow` calls were cancelled, and how \
+             many `counter` and `slow` calls are running now.",
             no_params(),
         )
         .with_raw_output_schema(object(json!({
             "type": "object",
-            "properties": {"count": {"type": "integer"}, "cancelled": {"type": "integer"}},
+            "properties": {"count": {"type": "integer"}, "cancelled": {"type": "integer"},
+                "running": {"type": "integer"}},
             "required": ["count"]
+        }))),
+        Tool::new(
+            "touch_resource",
+            "Sends notifications/resources/updated for `uri` to every session subscribed to it; returns how many sessions it reached.",
+            object(json!({
+                "type": "object",
+                "properties": {"uri": {"type": "string", "maxLength": 2048}},
+                "required": ["uri"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"notified": {"type": "integer"}},
+            "required": ["notified"]
+        }))),
+        Tool::new(
+            "list_roots",
+            "Asks the caller for its roots (roots/list) during the call and returns them.",
+            no_params(),
+        ),
+        Tool::new(
+            "echo_meta",
+            "Returns the request's _meta as this upstream received it.",
+            object(json!({"type": "object", "properties": {}})),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"meta": {"type": "object"}},
+            "required": ["meta"]
         }))),
         Tool::new(
             "garbage",

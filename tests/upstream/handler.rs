@@ -1,17 +1,28 @@
 //! The hand-written `ServerHandler` (no rmcp macros) and its shared state.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+// Sampling and logging are deprecated by SEP-2577 (2026-07-28) in rmcp, and are still what
+// 2025-11-25 clients, and the conformance suite, use.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
 use tokio::sync::broadcast;
 
-use crate::{catalog, tools};
+use crate::reconnect::Sessions;
+use crate::subscriptions::Subscriptions;
+use crate::{catalog, conformance, content, tools};
 
 /// Process-wide state shared by every clone of the handler (every session or request).
 #[derive(Debug)]
@@ -25,14 +36,52 @@ struct Shared {
     counter: AtomicU64,
     /// How many `slow` calls were cancelled by their client before they finished.
     cancelled: AtomicU64,
+    /// How many `counter` and `slow` calls are running now: tests wait for a call to be under
+    /// way, or for every call to have finished, by polling this instead of sleeping.
+    running: AtomicU64,
     /// Fires on every tool-list change; feeds 2026-07-28 `subscriptions/listen` streams.
     list_changed: broadcast::Sender<()>,
+    /// Which sessions subscribed to which resources.
+    subscriptions: Arc<Subscriptions>,
+    /// Sessions started so far (their ids).
+    sessions: AtomicUsize,
 }
 
-/// The demo upstream. Cheap to clone: all state lives behind one `Arc`.
+/// State of one MCP session (one client connection; in stateless HTTP mode, one request).
+#[derive(Debug)]
+struct Session {
+    /// Unique in this process (the key of its resource subscriptions).
+    id: usize,
+    /// The level set by `logging/setLevel`; `None` (never set) lets every message through.
+    log_level: Mutex<Option<LoggingLevel>>,
+    /// The process-wide subscriptions, which forget this session when it ends.
+    subscriptions: Arc<Subscriptions>,
+}
+
+impl Session {
+    fn new(shared: &Shared) -> Arc<Self> {
+        Arc::new(Self {
+            id: shared.sessions.fetch_add(1, Ordering::SeqCst),
+            log_level: Mutex::default(),
+            subscriptions: Arc::clone(&shared.subscriptions),
+        })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.subscriptions.forget(self.id);
+    }
+}
+
+/// The demo upstream. Cheap to clone: process-wide state lives behind one `Arc`, per-session
+/// state behind another that [`DemoUpstream::for_session`] replaces.
 #[derive(Debug, Clone)]
 pub struct DemoUpstream {
     shared: Arc<Shared>,
+    session: Arc<Session>,
+    /// The HTTP session manager, when serving Streamable HTTP with sessions (`test_reconnection`).
+    sessions: Option<Arc<Sessions>>,
 }
 
 impl Default for DemoUpstream {
@@ -44,15 +93,66 @@ impl Default for DemoUpstream {
 impl DemoUpstream {
     pub fn new() -> Self {
         let (list_changed, _) = broadcast::channel(16);
+        let shared = Arc::new(Shared {
+            base_tools: catalog::base_tools()
+                .into_iter()
+                .chain(conformance::tools())
+                .collect(),
+            extra_tool: catalog::extra_tool(),
+            extra_enabled: AtomicBool::new(false),
+            counter: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            list_changed,
+            subscriptions: Arc::default(),
+            sessions: AtomicUsize::new(0),
+        });
         Self {
-            shared: Arc::new(Shared {
-                base_tools: catalog::base_tools(),
-                extra_tool: catalog::extra_tool(),
-                extra_enabled: AtomicBool::new(false),
-                counter: AtomicU64::new(0),
-                cancelled: AtomicU64::new(0),
-                list_changed,
-            }),
+            session: Session::new(&shared),
+            shared,
+            sessions: None,
+        }
+    }
+
+    /// The same handler, able to close its callers' SSE streams through `sessions`.
+    pub fn with_sessions(mut self, sessions: Arc<Sessions>) -> Self {
+        self.sessions = Some(sessions);
+        self
+    }
+
+    pub fn sessions(&self) -> Option<&Sessions> {
+        self.sessions.as_deref()
+    }
+
+    /// A handler for a new session: the same process-wide state, fresh per-session state.
+    pub fn for_session(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            session: Session::new(&self.shared),
+            sessions: self.sessions.clone(),
+        }
+    }
+
+    /// Sends `notifications/resources/updated` for `uri` to the sessions subscribed to it;
+    /// returns how many it reached.
+    pub async fn touch_resource(&self, uri: &str) -> usize {
+        self.shared.subscriptions.notify_updated(uri).await
+    }
+
+    /// Sends `notifications/message` to the caller of `context` unless the session's
+    /// `logging/setLevel` filters it out.
+    pub async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, text: &str) {
+        let threshold = *lock(&self.session.log_level);
+        if threshold.is_some_and(|threshold| severity(level) < severity(threshold)) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(level, json!(text));
+        param.logger = Some("demo-upstream".to_owned());
+        // Deprecated by SEP-2577 (2026-07-28), still what 2025-11-25 clients receive.
+        #[allow(deprecated)]
+        let sent = context.peer.notify_logging_message(param).await;
+        if let Err(error) = sent {
+            tracing::warn!(%error, "could not send notifications/message");
         }
     }
 
@@ -94,6 +194,47 @@ impl DemoUpstream {
     pub fn counter(&self) -> u64 {
         self.shared.counter.load(Ordering::SeqCst)
     }
+
+    /// Counts a `counter` or `slow` call as running until the guard is dropped (also when the
+    /// call's future is dropped on cancellation).
+    pub fn start_running(&self) -> Running {
+        self.shared.running.fetch_add(1, Ordering::SeqCst);
+        Running(self.shared.clone())
+    }
+
+    pub fn running(&self) -> u64 {
+        self.shared.running.load(Ordering::SeqCst)
+    }
+}
+
+/// A `counter` or `slow` call running, from [`DemoUpstream::start_running`] until dropped.
+pub struct Running(Arc<Shared>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A poisoned lock only means another call panicked mid-update; the data is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// RFC 5424 order, least severe first.
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 impl ServerHandler for DemoUpstream {
@@ -102,6 +243,11 @@ impl ServerHandler for DemoUpstream {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_prompts()
+                .enable_logging()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -130,6 +276,86 @@ impl ServerHandler for DemoUpstream {
     ) -> Result<CallToolResponse, ErrorData> {
         let result: CallToolResult = tools::call(self, &request, &context).await?;
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        content::resources()
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        content::templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(content::read(&request.uri)?.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !content::exists(&request.uri) {
+            return Err(content::not_found("Resource", &request.uri));
+        }
+        (self.shared.subscriptions).add(&request.uri, self.session.id, &context.peer);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared
+            .subscriptions
+            .remove(&request.uri, self.session.id);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        content::prompts()
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(content::get_prompt(&request.name, request.arguments.as_ref())?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        content::complete(&request)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *lock(&self.session.log_level) = Some(request.level);
+        Ok(())
     }
 
     /// 2026-07-28 clients get `notifications/tools/list_changed` only on a

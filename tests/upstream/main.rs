@@ -2,8 +2,9 @@
 //!
 //! It is used by the example configuration (`cargo run --example demo-upstream`), by the
 //! integration tests (as a conforming and a deliberately non-conforming upstream) and by the
-//! benchmarks. It serves a fixed set of tools (see `catalog.rs`) over either stdio or Streamable
-//! HTTP:
+//! benchmarks. It serves a fixed set of tools (see `catalog.rs`), and everything the official MCP
+//! conformance suite's server scenarios call (`conformance.rs`: tools; `content.rs`: resources,
+//! prompts, completions), over either stdio or Streamable HTTP:
 //!
 //! ```text
 //! demo-upstream stdio
@@ -18,11 +19,17 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod catalog;
+mod conformance;
+mod content;
 mod handler;
+mod reconnect;
+mod relay;
+mod subscriptions;
 mod tools;
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
@@ -33,6 +40,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::DemoUpstream;
+use crate::reconnect::Sessions;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -134,13 +142,15 @@ async fn serve_http(
             .with_json_response(true);
     }
     // One shared state for the whole process: every session (or, stateless, every request)
-    // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global.
-    let handler = DemoUpstream::new();
-    let mut sessions = LocalSessionManager::default();
+    // gets a cheap clone, so the tool list, the `extra` toggle and the counter are global; the
+    // log level and resource subscriptions are per session.
+    let mut local = LocalSessionManager::default();
     if let Some(ms) = session_idle_ms {
-        sessions.session_config.keep_alive = Some(Duration::from_millis(ms));
+        local.session_config.keep_alive = Some(Duration::from_millis(ms));
     }
-    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions.into(), config);
+    let sessions = Arc::new(Sessions::new(local));
+    let handler = DemoUpstream::new().with_sessions(Arc::clone(&sessions));
+    let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     let app = axum::Router::new().nest_service("/mcp", service);
 
     let listener = tokio::net::TcpListener::bind((host, port))

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{BIG_MAX_BYTES, CITIES, CRASH_EXIT_CODE, SECRET_MARKER, SLOW_MAX_MS};
 use crate::handler::DemoUpstream;
+use crate::{conformance, relay};
 
 /// Dispatches one `tools/call`.
 pub async fn call(
@@ -49,12 +50,27 @@ pub async fn call(
         "counter" => counter(server, &args).await,
         "peek_counter" => args.only(&[]).map(|()| {
             CallToolResult::structured(
-                json!({"count": server.counter(), "cancelled": server.cancelled()}),
+                json!({"count": server.counter(), "cancelled": server.cancelled(),
+                    "running": server.running()}),
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
+        "list_roots" => match args.only(&[]) {
+            Ok(()) => Ok(relay::list_roots(context).await),
+            Err(error) => Err(error),
+        },
+        "echo_meta" => return relay::echo_meta(context),
+        "touch_resource" => match args.only(&["uri"]).and_then(|()| args.string("uri")) {
+            Ok(uri) => Ok(CallToolResult::structured(
+                json!({"notified": server.touch_resource(uri).await}),
+            )),
+            Err(error) => Err(error),
+        },
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
+            if let Some(result) = conformance::call(server, name, args.map, context).await {
+                return result;
+            }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}"),
                 None,
@@ -185,7 +201,9 @@ async fn counter(server: &DemoUpstream, args: &Args<'_>) -> Result<CallToolResul
         Some(_) => args.uint("delay_ms", SLOW_MAX_MS)?,
         None => 0,
     };
+    let _running = server.start_running();
     let count = server.bump_counter();
+    // The tool's own delay (the behaviour callers ask for), not a wait for anything.
     tokio::time::sleep(Duration::from_millis(delay)).await;
     Ok(CallToolResult::structured(json!({"count": count})))
 }
@@ -211,6 +229,8 @@ async fn slow(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
     let ms = args.uint("ms", SLOW_MAX_MS)?;
+    let _running = server.start_running();
+    // The tool's own delay (the behaviour callers ask for), not a wait for anything.
     tokio::select! {
         () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms}"))),
         () = context.ct.cancelled() => {

@@ -151,10 +151,13 @@ mod tests {
     async fn a_duplicate_in_flight_waits_for_the_first() {
         let cache = Arc::new(DedupeCache::default());
         let runs = Arc::new(AtomicU32::new(0));
+        let started = Arc::new(tokio::sync::Notify::new());
         let slow = {
-            let runs = runs.clone();
+            let (runs, started) = (runs.clone(), started.clone());
             async move {
                 runs.fetch_add(1, Ordering::SeqCst);
+                started.notify_one();
+                // A slow call (the behaviour under test), not a wait for anything.
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 ((), Some(ok("first")))
             }
@@ -167,7 +170,7 @@ mod tests {
                     .await
             }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        started.notified().await; // the first call is running
         let second = cache
             .run(key("a"), Duration::from_secs(60), LONGEST, async {
                 ((), Some(ok("second")))
@@ -206,6 +209,7 @@ mod tests {
                 ((), Some(ok("x")))
             })
             .await;
+        // The 1 ms window must run out: that time passing is the behaviour under test.
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(matches!(
             cache
@@ -231,6 +235,7 @@ mod tests {
                 cache
                     .run(key("same"), Duration::from_secs(60), LONGEST, async {
                         runs.fetch_add(1, Ordering::SeqCst);
+                        // A call that takes a while (so the others find it in flight).
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         ((), Some(ok("once")))
                     })
@@ -245,18 +250,21 @@ mod tests {
             .count();
         assert_eq!(replays, 15, "every other call replayed its answer");
 
+        let started = Arc::new(tokio::sync::Notify::new());
         let first = tokio::spawn({
-            let cache = cache.clone();
+            let (cache, started) = (cache.clone(), started.clone());
             async move {
                 cache
                     .run(key("unsent"), Duration::from_secs(60), LONGEST, async {
+                        started.notify_one();
+                        // A call that takes a while, then records nothing.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         ((), None)
                     })
                     .await
             }
         });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        started.notified().await; // the first call is running
         let second = cache
             .run(key("unsent"), Duration::from_secs(60), LONGEST, async {
                 ((), Some(ok("second")))
@@ -274,31 +282,32 @@ mod tests {
     #[tokio::test]
     async fn a_duplicate_of_an_abandoned_call_is_not_run() {
         let cache = Arc::new(DedupeCache::default());
+        let started = Arc::new(tokio::sync::Notify::new());
         let first = tokio::spawn({
-            let cache = cache.clone();
+            let (cache, started) = (cache.clone(), started.clone());
             async move {
                 cache
                     .run(key("a"), Duration::from_secs(60), LONGEST, async {
+                        started.notify_one();
+                        // A call that would run on (it is aborted first).
                         tokio::time::sleep(Duration::from_secs(10)).await;
                         ((), Some(ok("first")))
                     })
                     .await
             }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let second = tokio::spawn({
-            let cache = cache.clone();
-            async move {
-                cache
-                    .run(key("a"), Duration::from_secs(60), LONGEST, async {
-                        ((), Some(ok("second")))
-                    })
-                    .await
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        started.notified().await; // the first call is running
+        let mut second = std::pin::pin!(cache.run(
+            key("a"),
+            Duration::from_secs(60),
+            LONGEST,
+            async { ((), Some(ok("second"))) }
+        ));
+        // Polled once, the duplicate is waiting on the first (nothing else could make it wait).
+        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(second.as_mut().poll(cx)));
+        assert!(polled.await.is_pending(), "the duplicate did not wait");
         first.abort();
-        match second.await.expect("joins") {
+        match second.await {
             Deduped::NotRun(r) => assert_eq!(r.outcome, Some(Outcome::Unknown)),
             _ => panic!("the duplicate of an abandoned call ran or was replayed"),
         }
@@ -318,6 +327,7 @@ mod tests {
             ((), Some(ok("b")))
         });
         let _ = tokio::time::timeout(Duration::from_millis(20), after).await;
+        // The 30 ms window must run out: that time passing is the behaviour under test.
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(matches!(
             cache

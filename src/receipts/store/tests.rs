@@ -15,12 +15,19 @@ fn settings(path: std::path::PathBuf) -> Settings {
     }
 }
 
-/// Opens the log and gives its writer thread time to reach its first sleep: just started, it
+/// Opens the log and waits until its writer thread has reached its first wait: just started, it
 /// commits whatever it finds queued, and the tests that count callers' commits (or expect a
 /// caller to find the writer free) must not race it.
 async fn open_settled(settings: &Settings) -> ReceiptLog {
     let log = ReceiptLog::open(settings).expect("open");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !log.shared.writer_waiting.load(Ordering::Acquire) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the receipts writer thread did not start waiting within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     log
 }
 

@@ -212,8 +212,16 @@ async fn closed_connections_are_not_reused() {
         let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
         assert_eq!(body_of(&mut answer).await, expected);
     }
-    // The third answer's connection was kept (nothing said close) but the server closed it.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // The third answer's connection was kept (nothing said close) but the server closed it:
+    // wait until the server has closed all three.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.closed.load(Ordering::SeqCst) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not close its first three connections within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
     assert_eq!(body_of(&mut answer).await, "2");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 4);
@@ -322,17 +330,23 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
     .expect("url");
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    // Told each time the server has written an answer's end.
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let end_written = ended.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
+            let end_written = end_written.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 // Each request fits one read here (a short POST on loopback).
                 while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
                     let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n";
                     let _ = socket.write_all(head.as_bytes()).await;
+                    // The behaviour under test: the end comes in a later write.
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     let _ = socket.write_all(b"0\r\n\r\n").await;
+                    end_written.notify_one();
                 }
             });
         }
@@ -341,7 +355,10 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
     for _ in 0..2 {
         let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
         assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // The end has arrived (unread) once the server has written it.
+        tokio::time::timeout(std::time::Duration::from_secs(10), ended.notified())
+            .await
+            .expect("the server writes the answer's end within 10 s");
         drop(answer);
     }
     assert_eq!(
@@ -372,4 +389,124 @@ async fn a_host_name_is_resolved_and_its_addresses_tried() {
         "{}",
         requests[0]
     );
+}
+
+/// A raw server whose every connection first writes `early` (a whole answer, before reading
+/// anything), then reads requests (`Content-Length` framed) and answers each with `answer`.
+/// Returns its URL and the count of connections accepted.
+async fn speaks_first(
+    early: &'static str,
+    answer: &'static str,
+) -> (reqwest::Url, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = reqwest::Url::parse(&format!(
+        "http://{}/mcp",
+        listener.local_addr().expect("address")
+    ))
+    .expect("url");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if socket.write_all(early.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut data = Vec::new();
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    while let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&data[..end]).to_string();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        if data.len() < end + 4 + length {
+                            break;
+                        }
+                        data.drain(..end + 4 + length);
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (url, accepted)
+}
+
+const FORGED: &str = "HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged";
+
+/// Proves: an answer the upstream sends before the request is all written (here, at once on
+/// accepting the connection, while a 32 MiB request cannot be written until the upstream reads
+/// it) is refused as a protocol error, never read as the request's answer.
+#[tokio::test]
+async fn an_answer_before_the_request_is_written_is_refused() {
+    let (url, _) = speaks_first(FORGED, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+    let client = Http1Client::for_url(&url).expect("an http URL");
+    let body = vec![b' '; 32 * 1024 * 1024];
+    match client.post(&json_headers(), &body).await {
+        Ok(mut answer) => panic!(
+            "took an answer sent before the request: {}",
+            body_of(&mut answer).await
+        ),
+        Err(e) => assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}"),
+    }
+}
+
+/// Proves: a kept connection on which bytes arrived while it was idle (an answer to no
+/// request) is closed, not used: the next request goes on a new connection and reads its own
+/// answer, not the waiting bytes.
+#[tokio::test]
+async fn a_kept_connection_with_bytes_waiting_is_not_used() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = reqwest::Url::parse(&format!(
+        "http://{}/mcp",
+        listener.local_addr().expect("address")
+    ))
+    .expect("url");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (forged_tx, forged_rx) = tokio::sync::oneshot::channel();
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let mut forged_tx = Some(forged_tx);
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let forged_tx = forged_tx.take();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                // Each request fits one read here (a short POST on loopback).
+                if !matches!(socket.read(&mut buf).await, Ok(r) if r > 0) {
+                    return;
+                }
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n{n}");
+                let _ = socket.write_all(answer.as_bytes()).await;
+                // The first connection then sends an answer nobody asked for, and says so.
+                if let Some(tx) = forged_tx {
+                    let _ = socket.write_all(FORGED.as_bytes()).await;
+                    let _ = tx.send(());
+                    let _ = socket.read(&mut buf).await;
+                }
+            });
+        }
+    });
+    let client = Http1Client::for_url(&url).expect("an http URL");
+    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    assert_eq!(body_of(&mut answer).await, "0");
+    drop(answer);
+    forged_rx.await.expect("the server sent its forged answer");
+    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    assert_eq!(
+        body_of(&mut answer).await,
+        "1",
+        "the answer of a new connection"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }

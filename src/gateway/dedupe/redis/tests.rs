@@ -42,6 +42,7 @@ fn ok(count: u32) -> Recorded {
 /// A call that counts its runs and records `{"count": n}` after `delay`.
 async fn counted(runs: &AtomicU32, delay: Duration, record: bool) -> ((), Option<Recorded>) {
     let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+    // The call's own duration (the behaviour under test), not a wait for anything.
     tokio::time::sleep(delay).await;
     ((), record.then(|| ok(n)))
 }
@@ -59,8 +60,8 @@ async fn run_now(dedupe: &RedisDedupe, args: &str, runs: &AtomicU32) -> Deduped<
         .await
 }
 
-/// Runs `key("x")` through replica `a` taking `delay`, and 50 ms later, while it runs, the same
-/// through replica `b` answering at once; both record their answer only when `record`.
+/// Runs `key("x")` through replica `a` taking `delay`, and once it runs (it has claimed the key)
+/// the same through replica `b` answering at once; both record their answer only when `record`.
 async fn first_and_duplicate(
     (a, b): (&RedisDedupe, &RedisDedupe),
     runs: &AtomicU32,
@@ -68,9 +69,17 @@ async fn first_and_duplicate(
     record: bool,
 ) -> (Deduped<()>, Deduped<()>) {
     let x = key("x");
+    let before = runs.load(Ordering::SeqCst);
     let first = a.run(&x, WINDOW, LONGEST, counted(runs, delay, record));
     let duplicate = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while runs.load(Ordering::SeqCst) == before {
+            assert!(
+                Instant::now() < deadline,
+                "the first call did not start running within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         b.run(&x, WINDOW, LONGEST, counted(runs, Duration::ZERO, record))
             .await
     };
