@@ -310,7 +310,7 @@ fn retries_of(contract: &ToolContract) -> u32 {
     }
 }
 
-/// JSON-RPC -32602 `Unknown tool: NAME` (SPEC §4.4). A name no tool can have (outside
+/// JSON-RPC -32602 `Unknown tool: NAME`. A name no tool can have (outside
 /// `^[A-Za-z0-9_-]{1,64}$`) is echoed escaped and cut short, never as sent.
 pub fn unknown_tool(name: &str) -> ErrorData {
     let name = crate::policy::names::shown_tool(name);
