@@ -7,8 +7,8 @@
 //! http:
 //!   header_timeout: 10s              # a request's headers must arrive within this
 //!   body_timeout: 30s                # a request's body must arrive within this, once its headers did
-//!   max_connections: 1024            # open connections, all clients together
-//!   max_connections_per_client: 256  # open connections from one client address
+//!   max_connections: 512             # open connections, all clients together
+//!   max_connections_per_client: 128  # open connections from one client address
 //!   max_sessions: 4096               # MCP sessions, all callers together
 //!   max_sessions_per_caller: 256     # MCP sessions of one caller
 //!   max_streams: 1024                # open SSE streams (GET, subscriptions/listen), all callers
@@ -31,7 +31,8 @@ pub struct HttpConfig {
     /// How long a client may take to send a request's body once its headers are in: 408 after
     /// that. Bodies are only read from authenticated callers.
     pub body_timeout: ConfigDuration,
-    /// Connections open at once, all clients together. A connection over a limit is still
+    /// Connections open at once, all clients together (the default, 512, leaves room under the
+    /// common open-file limit of 1024). A connection over a limit is still
     /// accepted and read, but answers only `/healthz`, `/readyz` and `/metrics`; any other
     /// request gets 503 with `Retry-After`, and the connection is closed after it.
     #[schemars(range(min = 1))]
@@ -62,8 +63,8 @@ impl Default for HttpConfig {
         HttpConfig {
             header_timeout: ConfigDuration(Duration::from_secs(10)),
             body_timeout: ConfigDuration(Duration::from_secs(30)),
-            max_connections: 1024,
-            max_connections_per_client: 256,
+            max_connections: 512,
+            max_connections_per_client: 128,
             max_sessions: 4096,
             max_sessions_per_caller: 256,
             max_streams: 1024,

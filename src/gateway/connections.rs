@@ -143,6 +143,7 @@ pub async fn serve(
     live: Arc<Live>,
     shutdown: CancellationToken,
 ) {
+    warn_if_over_the_file_limit(live.current().config.http.max_connections);
     let counts = Arc::new(Counts::default());
     let connections = TaskTracker::new();
     let (accept_failed, over_limit) = (Throttle::new(), Throttle::new());
@@ -195,6 +196,34 @@ pub async fn serve(
     }
     connections.close();
     connections.wait().await;
+}
+
+/// Each connection is a file descriptor, beside the upstreams' and the receipts database's: with
+/// `max_connections` near the process's open-file limit, accepting fails before the limit is
+/// reached. Linux only (read from `/proc/self/limits`); silent where it cannot be read.
+fn warn_if_over_the_file_limit(max_connections: usize) {
+    /// Descriptors the gateway needs besides client connections (upstreams, the database,
+    /// logs), and the connections over the limits it still reads.
+    const OTHERS: usize = 64 + OVER_LIMIT_AT_MOST;
+    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
+        return;
+    };
+    let soft = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|soft| soft.parse::<usize>().ok());
+    if let Some(soft) = soft
+        && max_connections.saturating_add(OTHERS) > soft
+    {
+        tracing::warn!(
+            max_connections,
+            open_file_limit = soft,
+            "http.max_connections is close to or above the open-file limit: raise it (ulimit -n, \
+             LimitNOFILE) or lower http.max_connections, else connections are refused before \
+             the limit is reached"
+        );
+    }
 }
 
 /// One connection, HTTP/1.1, until the client closes it, a header timeout, or shutdown.
