@@ -199,6 +199,16 @@ write_config() {
         # should wait on another's writes.
         echo "receipts:"
         echo "  path: ${file%.yaml}-receipts.db"
+        # The load opens more sessions (--sessions) and connections than one caller gets by
+        # default; builds before the `http` block would refuse the key, so only for those that
+        # know it.
+        if "${CONFIG_BIN:-$NARROWGATE_BIN}" schema config 2>/dev/null | grep -q max_sessions_per_caller; then
+            echo "http:"
+            echo "  max_connections: 10000"
+            echo "  max_connections_per_client: 10000"
+            echo "  max_sessions: 100000"
+            echo "  max_sessions_per_caller: 100000"
+        fi
     } >"$file"
 }
 
@@ -230,7 +240,7 @@ start_gateway_target() {
     local name=$1 bin=$2; shift 2
     local port pid
     port=$(free_port)
-    write_config "$WORK/gateway-$name.yaml" "$BENCH/contracts" "$port" \
+    CONFIG_BIN=$bin write_config "$WORK/gateway-$name.yaml" "$BENCH/contracts" "$port" \
         "demo=$UP_LEGACY_URL" "demo_stateless=$UP_STATELESS_URL"
     "$bin" serve "$@" --config "$WORK/gateway-$name.yaml" \
         >"$WORK/gateway-$name.out" 2>"$WORK/gateway-$name.err" &

@@ -361,7 +361,7 @@ fn stateless_request(method: &str, params: Value) -> Value {
 
 /// Proves: a request is checked and served by the version in force when it arrived, even when
 /// a reload puts another in force between its layers (here: while its body is being read, after
-/// admission and before authentication and the handlers). Version A has bob and `echo`;
+/// admission and authentication, before the scope check and the handlers). Version A has bob and `echo`;
 /// version B has neither (only `add`). Requests admitted under A and finished under B are
 /// authenticated by A (bob is let in), answered by A's catalog on the direct path (`echo`
 /// runs) and in rmcp's handler (`tools/call` with an `Accept` the direct path leaves to rmcp,
@@ -423,12 +423,21 @@ async fn a_reload_between_layers_does_not_split_a_request() {
         .collect();
     assert_eq!(names, ["echo"], "tools/list of version A: {answer}");
 
-    // New requests are admitted under B.
-    let (status, answer) = HeldRequest::start(&gw, BOB, PLAIN, "tools/call", echo())
-        .await
-        .finish()
+    // New requests are admitted under B: bob is refused from his headers alone (401 before any
+    // 100 Continue: the body of an unauthenticated request is never read).
+    let bob_auth = format!("Bearer {BOB}");
+    let reply = common::Raw::new(&gw.url)
+        .post(
+            &[
+                ("authorization", &bob_auth),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ],
+            &echo().to_string(),
+        )
         .await;
-    assert_eq!(status, 401, "bob under version B: {answer}");
+    assert_eq!(reply.status, 401, "bob under version B: {reply:?}");
     let (status, answer) = HeldRequest::start(&gw, KEY, PLAIN, "tools/call", echo())
         .await
         .finish()

@@ -6,11 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use axum::serve::ListenerExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::live::Live;
-use crate::gateway::{Gateway, http};
+use crate::gateway::{Gateway, connections, http};
 use crate::telemetry::{self, logs::LogFormat};
 
 pub fn run(config_path: &Path, log_format: LogFormat, workers: Option<usize>) -> ExitCode {
@@ -69,26 +68,18 @@ async fn serve(
         tools = gateway.contracts.tools.len(),
         "narrowgate listening on http://{local}{path}"
     );
-    let app = http::router(live, stop.clone());
+    let app = http::router(live.clone(), stop.clone());
     let shutdown = stop.clone();
-    // Without TCP_NODELAY, a response written in two segments waits for the client's delayed ACK
-    // (about 40 ms per call on a kept-alive connection).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        shutdown.cancel();
     });
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            wait_for_signal().await;
-            tracing::info!("shutting down");
-            shutdown.cancel();
-        })
-        .await
-        .map_err(|e| e.to_string());
+    // Counts connections and applies the header timeout (`http:` in the configuration).
+    connections::serve(listener, app, live, stop).await;
     // Export the spans still batched (blocking: off the runtime's worker threads).
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
-    served
+    Ok(())
 }
 
 async fn wait_for_signal() {

@@ -4,6 +4,7 @@
 //! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was
 //! silently ignored would weaken the policy without anyone noticing.
 
+pub mod http_limits;
 pub mod jwks;
 pub mod schema;
 pub mod units;
@@ -108,6 +109,11 @@ pub struct Config {
     /// when a client misbehaves. Follows reloads.
     #[serde(default = "yes")]
     pub direct_calls: bool,
+    /// The HTTP server's own limits: how long a client may take to send headers and bodies, and
+    /// how many connections, MCP sessions and SSE streams may be open, per client and overall.
+    /// Over a limit the answer is 408 or 503 with `Retry-After`. See docs/configuration.md.
+    #[serde(default)]
+    pub http: http_limits::HttpConfig,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -404,6 +410,9 @@ impl Config {
                 "listen",
                 format!("`{}` is not an address like 127.0.0.1:8080", self.listen),
             );
+        }
+        if let Some((key, message)) = self.http.problem() {
+            return err(&format!("http.{key}"), message);
         }
         if !self.path.starts_with('/') || self.path.len() < 2 {
             return err("path", format!("`{}` must be a path like /mcp", self.path));

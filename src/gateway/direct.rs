@@ -12,8 +12,9 @@
 //!
 //! Only requests rmcp would accept as they are take this path. Common to both: `Content-Type`
 //! JSON, an `Accept` naming JSON and SSE without parameters, a body that is one `tools/call`
-//! request (no `inputResponses`/`requestState`) for a tool the catalog publishes, which maps no
-//! argument to a header. Stateless: no session, exactly one `MCP-Protocol-Version: 2026-07-28`,
+//! request (no `inputResponses`/`requestState`), whatever its tool (a tool that does not exist or
+//! is not the caller's gets the same answer on the same path, so the content type tells nothing);
+//! stateless, a tool that maps no argument to a header. Stateless: no session, exactly one `MCP-Protocol-Version: 2026-07-28`,
 //! `Mcp-Method: tools/call` and a plain `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`,
 //! `_meta` with the protocol version and client capabilities. In a session: one session id
 //! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
@@ -155,6 +156,7 @@ impl DirectCall {
             jsonrpc_2: true,
             id: Some(_),
             method: Method::ToolsCall(ToolsCall::Params(params)),
+            ..
         })) = &admitted.body
         else {
             return None;
@@ -177,11 +179,16 @@ impl DirectCall {
         let qualifies = lifecycle_holds
             && params.input_responses.is_none()
             && params.request_state.is_none()
-            && admitted
-                .gateway
-                .catalog()
-                .exposed(&params.name)
-                .is_some_and(|tool| !tool.param_headers);
+            // Whether the tool exists, or is the caller's, must not change the path (nor so the
+            // content type of the answer): a name that is no published tool qualifies too, and is
+            // answered `Unknown tool` exactly like a tool the caller may not use. Only a stateless
+            // call of a tool that maps arguments to headers is left to rmcp.
+            && (lifecycle != Lifecycle::Stateless
+                || admitted
+                    .gateway
+                    .catalog()
+                    .exposed(&params.name)
+                    .is_none_or(|tool| !tool.param_headers));
         if !qualifies {
             return None;
         }
@@ -207,7 +214,7 @@ impl DirectCall {
             id,
             mut params,
         } = self;
-        tracing::debug!(tool = %params.name, ?lifecycle, "tools/call answered without rmcp");
+        tracing::debug!(tool = %crate::policy::names::shown_tool(&params.name), ?lifecycle, "tools/call answered without rmcp");
         // rmcp hands the handler the request's `_meta` apart from its parameters; so does this.
         let meta = params.meta.take().unwrap_or_default();
         let inbound = Inbound {

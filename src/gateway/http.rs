@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -23,10 +24,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::capacity::{self, Capacity};
 use super::live::Live;
 use super::message::{self, Method as JsonRpcMethod, ToolsCall};
 use super::rejection::Rejection;
 use super::request::Admitted;
+use super::request_ids::RequestIds;
 use super::server::McpHandler;
 use super::sessions::SessionOwners;
 use super::{direct, health, origin};
@@ -40,6 +43,8 @@ struct Layers {
     /// Read once per request, by [`admit`]; every later layer uses the request's [`Admitted`].
     live: Arc<Live>,
     sessions: Arc<SessionOwners>,
+    /// The request ids in flight in each session (a reused one is refused).
+    request_ids: Arc<RequestIds>,
     /// rmcp's sessions, which the direct path checks before answering in one.
     rmcp_sessions: Arc<LocalSessionManager>,
 }
@@ -62,15 +67,23 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     let layers = Layers {
         live: live.clone(),
         sessions: Arc::new(SessionOwners::default()),
+        request_ids: Arc::new(RequestIds::default()),
         rmcp_sessions,
     };
+    let capacity = Capacity::new(layers.sessions.clone(), layers.rmcp_sessions.clone());
     // `route_layer`: the layers wrap the MCP endpoint only; any other path is a plain 404.
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
         .route_layer(middleware::from_fn_with_state(layers.clone(), direct_calls))
+        .route_layer(middleware::from_fn_with_state(
+            capacity.clone(),
+            capacity::limit_sessions_and_streams,
+        ))
         .route_layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
-        .route_layer(middleware::from_fn(authenticate))
+        .route_layer(middleware::from_fn(check_scopes))
         .route_layer(middleware::from_fn(check_body))
+        // Before the body is read: a body is only ever read from an authenticated caller.
+        .route_layer(middleware::from_fn(authenticate))
         .route_layer(middleware::from_fn(check_host_and_origin))
         .route_layer(middleware::from_fn_with_state(layers, admit));
     // RFC 9728: the root form and the path-inserted form of the MCP endpoint (and of
@@ -94,6 +107,8 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     for path in &metadata_paths {
         metadata = metadata.route(path, get(protected_resource_metadata));
     }
+    // Outermost, for every route: a connection over the connection limits answers health checks
+    // only.
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -101,6 +116,7 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_state(live.clone())
         .merge(metadata.with_state(live))
         .merge(mcp_routes)
+        .layer(middleware::from_fn(super::connections::refuse_over_limit))
 }
 
 /// The edge of the MCP endpoint. Takes the version in force, once: every later layer and both
@@ -151,15 +167,20 @@ async fn protected_resource_metadata(State(live): State<Arc<Live>>) -> Response 
 /// after (into the request's [`Admitted`]): 413 when it exceeds `max_request_bytes` (of the
 /// request's version: the one limit, rmcp's own is off), 400 when it breaks off (bad chunked
 /// framing, a client gone mid-body), and 400 with JSON-RPC -32700 when it is not JSON at all
-/// (rmcp alone would answer 415). An oversized body with a declared length is drained, up to a
-/// bound, so the client reads the 413 instead of a reset connection.
+/// (rmcp alone would answer 415). An oversized body with a declared length is drained (read and
+/// dropped, never kept), up to a bound, so the client reads the 413 instead of a reset
+/// connection. The whole body must arrive within `http.body_timeout`, else 408. Only bodies of
+/// authenticated callers get here.
 async fn check_body(request: Request, next: Next) -> Result<Response, Rejection> {
     const DRAIN_AT_MOST: u64 = 64 << 20;
     if request.method() != Method::POST {
         return Ok(next.run(request).await);
     }
     let gateway = &admitted(&request)?.gateway;
-    let limit = gateway.config.max_request_bytes.0;
+    let (limit, timeout) = (
+        gateway.config.max_request_bytes.0,
+        gateway.config.http.body_timeout.0,
+    );
     // Read of a `tools/call`'s parameters what the layers after will use, no more.
     let calls = if gateway.config.direct_calls
         && direct::lifecycle_of(request.method(), request.headers()).is_some()
@@ -180,12 +201,16 @@ async fn check_body(request: Request, next: Next) -> Result<Response, Rejection>
         && length > limit
     {
         if length <= DRAIN_AT_MOST {
-            let _ = axum::body::to_bytes(body, usize::MAX).await;
+            let mut body = body;
+            let drain = async { while let Some(Ok(_)) = body.frame().await {} };
+            let _ = tokio::time::timeout(timeout, drain).await;
         }
         return Err(Rejection::TooLarge { limit });
     }
-    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+    let read = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    let bytes = tokio::time::timeout(timeout, read)
         .await
+        .map_err(|_| Rejection::BodyTimeout { timeout })?
         .map_err(|e| match over_limit(&e) {
             true => Rejection::TooLarge { limit },
             false => Rejection::BodyUnreadable(e),
@@ -231,8 +256,8 @@ async fn check_host_and_origin(request: Request, next: Next) -> Result<Response,
 }
 
 /// 401 with a `WWW-Authenticate: Bearer` challenge unless the request carries a known caller's
-/// credentials (an API key or a valid JWT); then 403 `insufficient_scope` for a `tools/call` of a
-/// tool this caller may use but lacks the `scopes` for, so the client can step up its token.
+/// credentials (an API key or a valid JWT). From the headers alone, before the body is read: an
+/// unauthenticated client never makes the gateway hold a body.
 async fn authenticate(request: Request, next: Next) -> Result<Response, Rejection> {
     // Worked on in parts: a request's body cannot be shared across the awaits below.
     let (mut parts, body) = request.into_parts();
@@ -250,6 +275,28 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
         Ok(caller) => caller,
         Err(e) => return Err(unauthorized(gateway, host, &e)),
     };
+    if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
+        admitted.caller = Some(caller);
+    }
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+/// 403 `insufficient_scope` for a `tools/call` of a tool the authenticated caller may use but
+/// lacks the `scopes` for, so the client can step up its token (needs the body: after
+/// [`check_body`]).
+async fn check_scopes(request: Request, next: Next) -> Result<Response, Rejection> {
+    // Worked on in parts: a refusal's receipt may read the body again.
+    let (parts, body) = request.into_parts();
+    let admitted = parts
+        .extensions
+        .get::<Admitted>()
+        .ok_or(Rejection::Internal("the request was not admitted"))?;
+    let gateway = &admitted.gateway;
+    let caller = admitted.caller.clone().ok_or(Rejection::Unauthenticated)?;
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
     if gateway.any_scopes
         && let Some(parsed) = &admitted.body
         && let Some((refusal, index, call)) = step_up(gateway, host, &caller, parsed)
@@ -266,9 +313,6 @@ async fn authenticate(request: Request, next: Next) -> Result<Response, Rejectio
         let tool = call.name().unwrap_or_default();
         gateway.record_denied(&caller, tool, &arguments).await;
         return Err(refusal);
-    }
-    if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
-        admitted.caller = Some(caller);
     }
     Ok(next.run(Request::from_parts(parts, body)).await)
 }
@@ -338,7 +382,9 @@ fn step_up<'b>(
 }
 
 /// A session belongs to the caller who opened it: anyone else gets the same 404 as an unknown
-/// session, so session ids cannot be probed either.
+/// session, so session ids cannot be probed either. A session id with no known owner is 404 too
+/// (fail closed). A request in a session holds its JSON-RPC request ids until answered: one
+/// reusing an id in flight is refused ([`super::request_ids`]).
 async fn own_sessions(
     State(l): State<Layers>,
     request: Request,
@@ -348,12 +394,22 @@ async fn own_sessions(
     let caller = admitted.caller.clone().ok_or(Rejection::Unauthenticated)?;
     let presented = session_id(request.headers());
     if let Some(session) = &presented
-        && let Some(owner) = l.sessions.owner(session)
-        && owner != caller.name
+        && !l.sessions.admits(session, &caller.name)
     {
-        tracing::warn!(caller = %caller.name, "request refused: session belongs to another caller");
+        tracing::warn!(caller = %caller.name, "request refused: session unknown or another caller's");
         return Err(Rejection::SessionNotFound);
     }
+    let held = match (&presented, &admitted.body) {
+        (Some(session), Some(body)) => Some(
+            l.request_ids
+                .hold(
+                    session,
+                    body.messages().iter().filter_map(|m| m.request_id()),
+                )
+                .ok_or(Rejection::RequestIdInUse)?,
+        ),
+        _ => None,
+    };
     let is_delete = request.method() == Method::DELETE;
     // A request without a session may open one: the version an `initialize` asks for is kept
     // for the direct path. Requests that name another method in `Mcp-Method` (2026-07-28 ones)
@@ -371,6 +427,9 @@ async fn own_sessions(
         false => None,
     };
     let mut response = next.run(request).await;
+    if let Some(held) = held {
+        response = held.until_sent(response);
+    }
     match (&presented, session_id(response.headers())) {
         (None, Some(created)) => l.sessions.record(&created, &caller.name, opening),
         (Some(session), _) if is_delete && response.status().is_success() => {

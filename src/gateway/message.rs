@@ -34,6 +34,15 @@ pub struct Message {
     /// `None` for a notification or an id that is no JSON-RPC id.
     pub id: Option<RequestId>,
     pub method: Method,
+    /// It names a method: with an id a request, else a notification (without, a response).
+    pub has_method: bool,
+}
+
+impl Message {
+    /// The id of a request (not of a response, whose id is the other side's).
+    pub fn request_id(&self) -> Option<RequestId> {
+        self.id.clone().filter(|_| self.has_method)
+    }
 }
 
 /// What the layers know of a message's method.
@@ -171,6 +180,7 @@ impl Envelope<'_> {
             _ => Method::Other,
         };
         Message {
+            has_method: self.method.is_some(),
             jsonrpc_2: self.jsonrpc.is_some_and(|v| v.get() == "\"2.0\""),
             id: self
                 .id

@@ -8,9 +8,12 @@
 //! and `direct` the gateway's own answer to plain `tools/call` requests, both running
 //! [`pipeline`], the life of one call. ARCHITECTURE.md at the repository's root walks through it.
 
+mod capacity;
 pub mod catalog;
+pub mod connections;
 pub mod dedupe;
 mod direct;
+mod guarded;
 pub mod health;
 pub mod http;
 pub mod live;
@@ -19,6 +22,7 @@ mod origin;
 pub mod pipeline;
 mod rejection;
 pub mod request;
+mod request_ids;
 pub mod server;
 mod sessions;
 

@@ -61,7 +61,9 @@ impl Gateway {
         // Counted until answered, so that a receipt waits to share its commit only when other
         // calls are under way.
         let _under_way = self.receipts.call_started();
-        let tool = request.name.to_string();
+        // The name as the client sent it may be anything: logs and the receipt get it escaped
+        // and bounded (a valid name unchanged).
+        let tool = crate::policy::names::shown_tool(&request.name).into_owned();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let executed = self.execute(caller, request, &arguments, protocol).await;
@@ -308,8 +310,10 @@ fn retries_of(contract: &ToolContract) -> u32 {
     }
 }
 
-/// JSON-RPC -32602 `Unknown tool: NAME` (SPEC §4.4).
+/// JSON-RPC -32602 `Unknown tool: NAME`. A name no tool can have (outside
+/// `^[A-Za-z0-9_-]{1,64}$`) is echoed escaped and cut short, never as sent.
 pub fn unknown_tool(name: &str) -> ErrorData {
+    let name = crate::policy::names::shown_tool(name);
     ErrorData::invalid_params(format!("Unknown tool: {name}"), None)
 }
 

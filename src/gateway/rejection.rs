@@ -7,6 +7,10 @@ use std::borrow::Cow;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+/// What a 503 for too many sessions or streams tells the client to wait, in seconds (sessions
+/// free up as clients delete them or leave them idle).
+const RETRY_AFTER_SECONDS: u32 = 5;
+
 /// Why a layer refused a request. The `Display` text is what the client reads in the body of the
 /// plain-text refusals, and what the log says for the others.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +27,23 @@ pub enum Rejection {
     /// 400: the body broke off (bad chunked framing, a client gone mid-body).
     #[error("Bad Request: the request body could not be read ({0})")]
     BodyUnreadable(axum::Error),
+    /// 408: the body did not arrive within `http.body_timeout`.
+    #[error(
+        "Request Timeout: the request body did not arrive within http.body_timeout ({} ms)",
+        timeout.as_millis()
+    )]
+    BodyTimeout { timeout: std::time::Duration },
+    /// 503 with `Retry-After`: the caller, or all callers together, hold as many MCP sessions as
+    /// `http.max_sessions_per_caller` / `http.max_sessions` allow.
+    #[error(
+        "Service Unavailable: too many MCP sessions ({0}); close unused sessions (DELETE) or \
+         retry later"
+    )]
+    TooManySessions(&'static str),
+    /// 503 with `Retry-After`: as many SSE streams are open as `http.max_streams_per_caller` /
+    /// `http.max_streams` allow.
+    #[error("Service Unavailable: too many open SSE streams ({0}); retry later")]
+    TooManyStreams(&'static str),
     /// 400 with JSON-RPC -32700: the body is not JSON at all (rmcp alone would answer 415).
     #[error("Parse error: the body is not valid JSON ({0})")]
     NotJson(serde_json::Error),
@@ -47,6 +68,13 @@ pub enum Rejection {
     /// cannot be probed).
     #[error("Not Found: Session not found")]
     SessionNotFound,
+    /// 400 with JSON-RPC -32600 (id null, so it is not taken for the answer of the request that
+    /// holds the id): a request in a session reuses the id of one still in flight.
+    #[error(
+        "Invalid Request: request id already in use: another request with this id is in flight \
+         in this session (JSON-RPC ids must be unique until answered)"
+    )]
+    RequestIdInUse,
     /// 500 without a body.
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -61,12 +89,28 @@ impl IntoResponse for Rejection {
             Rejection::TooLarge { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, self.to_string()).into_response()
             }
+            Rejection::BodyTimeout { .. } => {
+                (StatusCode::REQUEST_TIMEOUT, self.to_string()).into_response()
+            }
+            Rejection::TooManySessions(_) | Rejection::TooManyStreams(_) => {
+                let mut response =
+                    (StatusCode::SERVICE_UNAVAILABLE, self.to_string()).into_response();
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+                response
+            }
             Rejection::BodyUnreadable(_) => {
                 (StatusCode::BAD_REQUEST, self.to_string()).into_response()
             }
             Rejection::NotJson(_) => {
                 let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
                     "error": {"code": -32700, "message": self.to_string()}});
+                (StatusCode::BAD_REQUEST, axum::Json(error)).into_response()
+            }
+            Rejection::RequestIdInUse => {
+                let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32600, "message": self.to_string()}});
                 (StatusCode::BAD_REQUEST, axum::Json(error)).into_response()
             }
             Rejection::Unauthorized {

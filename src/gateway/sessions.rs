@@ -27,17 +27,23 @@ struct Session {
 }
 
 impl SessionOwners {
-    pub(super) fn owner(&self, session: &str) -> Option<String> {
+    /// Whether `caller` may use `session`: only its owner may. A session id this table does not
+    /// know (never opened here, forgotten after a long idle, or made up) is refused too: failing
+    /// open there would hand a session whose record was pruned to anyone who presents its id.
+    pub(super) fn admits(&self, session: &str, caller: &str) -> bool {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.get_mut(session).map(|s| {
-            s.seen = Instant::now();
-            s.owner.clone()
-        })
+        match sessions.get_mut(session) {
+            Some(s) if s.owner == caller => {
+                s.seen = Instant::now();
+                true
+            }
+            _ => false,
+        }
     }
     pub(super) fn record(&self, session: &str, caller: &str, version: Option<String>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.len() > 1024 {
-            sessions.retain(|_, s| s.seen.elapsed() < SESSION_IDLE);
+            prune(&mut sessions, SESSION_IDLE);
         }
         let now = Instant::now();
         sessions.insert(
@@ -49,6 +55,21 @@ impl SessionOwners {
                 seen_by_rmcp: now,
             },
         );
+    }
+    /// How many sessions `caller` holds, and how many all callers together hold.
+    pub(super) fn counts(&self, caller: &str) -> (usize, usize) {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = sessions.values().filter(|s| s.owner == caller).count();
+        (mine, sessions.len())
+    }
+    /// The ids of `caller`'s sessions, or of every session.
+    pub(super) fn ids(&self, caller: Option<&str>) -> Vec<String> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .iter()
+            .filter(|(_, s)| caller.is_none_or(|c| s.owner == c))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
     pub(super) fn forget(&self, session: &str) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -76,9 +97,33 @@ impl SessionOwners {
     }
 }
 
+/// Forgets the sessions not used for `idle`: their owners' next request is refused (404, and an
+/// MCP client then opens a new session), never admitted for lack of an owner.
+fn prune(sessions: &mut HashMap<String, Session>, idle: Duration) {
+    sessions.retain(|_, s| s.seen.elapsed() < idle);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Proves: only a session's owner is admitted, and a session the table no longer knows
+    /// (pruned after an idle spell, or never opened) is refused to everybody: ownership fails
+    /// closed.
+    #[test]
+    fn a_session_without_a_known_owner_is_refused() {
+        let sessions = SessionOwners::default();
+        sessions.record("s", "alice", None);
+        assert!(sessions.admits("s", "alice"));
+        assert!(!sessions.admits("s", "bob"));
+        prune(
+            &mut sessions.sessions.lock().expect("not poisoned"),
+            Duration::ZERO,
+        );
+        assert!(!sessions.admits("s", "bob"), "a pruned session is nobody's");
+        assert!(!sessions.admits("s", "alice"));
+        assert!(!sessions.admits("made-up", "bob"));
+    }
 
     /// Proves: a session is left to the direct path only while rmcp has handled one of its
     /// requests recently, only for a session the layer knows, and with the version its

@@ -14,6 +14,7 @@
 mod glob;
 mod jwks;
 pub mod limits;
+pub mod names;
 pub mod oauth;
 pub mod resource;
 

@@ -225,7 +225,9 @@ impl TokenValidator {
             }
         }
         Ok(Caller {
-            name: name.to_string(),
+            // The claim is the issuer's text: escaped and bounded before it names anyone in
+            // logs, receipts and spans (distinct claims stay distinct names).
+            name: super::names::caller_name(name).into_owned(),
             tools,
             scopes,
             rate,
@@ -349,6 +351,22 @@ mod tests {
             v.caller(&serde_json::json!({"sub": 7})),
             Err(TokenError::MissingClaim("sub".into()))
         );
+    }
+
+    /// Proves: a token's subject with a newline or a megabyte of text names its caller escaped and
+    /// bounded (logs, receipts and spans all take the caller's name from here).
+    #[test]
+    fn token_subjects_are_escaped_and_bounded() {
+        let v = validator("    default: { tools: [] }\n");
+        let c = v
+            .caller(&serde_json::json!({"sub": "eve\nINFO tools/call caller=admin"}))
+            .expect("caller");
+        assert!(!c.name.contains('\n'), "{}", c.name);
+        assert!(c.name.starts_with("eve\\nINFO"), "{}", c.name);
+        let c = v
+            .caller(&serde_json::json!({"sub": "s".repeat(1 << 20)}))
+            .expect("caller");
+        assert!(c.name.len() <= 128, "{} bytes", c.name.len());
     }
 
     #[test]

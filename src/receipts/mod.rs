@@ -9,6 +9,15 @@
 //! file. Without a `receipts` block it is still written, to `data/receipts.db` next to the
 //! configuration file ([`DEFAULT_PATH`]): every call leaves a receipt, so there is no "off" switch.
 //! Without `retention`, receipts are kept until an operator deletes them.
+//!
+//! Arguments are digested only under a contract. A call of a name with no contract (a tool that
+//! does not exist, or a made-up name) has nothing that says which of its arguments are secret,
+//! so nothing of them is recorded, not even their digest: a plain SHA-256 of unredacted
+//! arguments gives back any low-entropy secret in them (a PIN, a short password, a yes/no) to
+//! whoever can read the receipts and try the candidates. Such a receipt's `arguments_digest` is
+//! null (an empty text in the database, whose column predates this rule). A keyed digest would
+//! resist that guessing, but it would need a key kept secret from the receipts' readers and
+//! stable across restarts to be of any use; no digest at all is the simpler promise.
 
 pub mod query;
 pub mod store;
@@ -166,8 +175,9 @@ pub struct Receipt {
     pub upstream: Option<String>,
     pub upstream_tool: Option<String>,
     pub contract_digest: Option<String>,
-    /// `sha256:` of the canonical JSON of the redacted arguments.
-    pub arguments_digest: String,
+    /// `sha256:` of the canonical JSON of the redacted arguments; `None` for a call without a
+    /// contract (see the module's documentation).
+    pub arguments_digest: Option<String>,
     pub outcome: String,
     pub attempts: u32,
     pub replayed: bool,
@@ -179,8 +189,8 @@ pub struct Receipt {
 
 impl Receipt {
     /// The receipt of `call`. Arguments are redacted with the contract's pointers before they are
-    /// digested or kept; the arguments of a call with no contract (an unknown tool) are never
-    /// kept, because nothing says which of their values are secret.
+    /// digested or kept; the arguments of a call with no contract (an unknown tool) are neither
+    /// kept nor digested, because nothing says which of their values are secret.
     pub fn of(call: &Call<'_>, store_arguments: bool) -> Receipt {
         // Copied only when something is redacted or kept.
         let redacted = match call.contract {
@@ -205,7 +215,7 @@ impl Receipt {
             upstream: call.contract.map(|c| c.upstream.clone()),
             upstream_tool: call.contract.map(|c| c.upstream_tool.clone()),
             contract_digest: call.contract.map(|c| c.digest.clone()),
-            arguments_digest: sha256_of(redacted.as_ref()),
+            arguments_digest: call.contract.map(|_| sha256_of(redacted.as_ref())),
             outcome: call.outcome.as_str().to_string(),
             attempts: call.attempts,
             replayed: call.replayed,
@@ -314,6 +324,33 @@ mod tests {
         assert!(before < floor, "{before} < {floor}");
         assert!(exact >= floor && after >= floor);
         assert!(after >= id_floor(t as i64 + 1) && exact < id_floor(t as i64 + 1));
+    }
+
+    /// Proves: a call without a contract leaves no digest of its arguments (a SHA-256 of a short
+    /// secret is found again by trying candidates), and no arguments even when they are kept.
+    #[test]
+    fn a_call_without_a_contract_leaves_no_arguments_digest() {
+        let arguments = json!({"pin": "1234"});
+        let call = Call {
+            caller: "a",
+            tool: "no_such_tool",
+            contract: None,
+            arguments: &arguments,
+            outcome: Outcome::Denied,
+            attempts: 0,
+            replayed: false,
+            started: SystemTime::now(),
+            duration: Duration::ZERO,
+            trace_id: None,
+        };
+        let receipt = Receipt::of(&call, true);
+        assert_eq!(receipt.arguments_digest, None);
+        assert_eq!(receipt.arguments, None);
+        assert!(
+            !serde_json::to_string(&receipt)
+                .expect("json")
+                .contains(&sha256_of(&arguments))
+        );
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
     let rows = statement
         .query_map(rusqlite::params_from_iter(values), |row| {
             let arguments: Option<String> = row.get(13)?;
+            // An empty digest is a call without a contract, whose arguments were not digested.
+            let arguments_digest: String = row.get(7)?;
             Ok(Receipt {
                 id: row.get(0)?,
                 time: row.get(1)?,
@@ -78,7 +80,7 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
                 upstream: row.get(4)?,
                 upstream_tool: row.get(5)?,
                 contract_digest: row.get(6)?,
-                arguments_digest: row.get(7)?,
+                arguments_digest: (!arguments_digest.is_empty()).then_some(arguments_digest),
                 outcome: row.get(8)?,
                 attempts: row.get(9)?,
                 replayed: row.get(10)?,

@@ -525,7 +525,8 @@ fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Resu
             r.upstream,
             r.upstream_tool,
             r.contract_digest,
-            r.arguments_digest,
+            // The column is NOT NULL (schema 1 and 2): no digest is written as an empty text.
+            r.arguments_digest.as_deref().unwrap_or(""),
             r.outcome,
             r.attempts,
             r.replayed,

@@ -119,7 +119,11 @@ pub async fn serve<T: ToolOutcome>(
             };
             let mut attributes = vec![
                 KeyValue::new("mcp.method.name", method),
-                KeyValue::new("jsonrpc.request.id", inbound.id.to_string()),
+                // The client's id may be a string of any length: its first 128 characters.
+                KeyValue::new(
+                    "jsonrpc.request.id",
+                    inbound.id.to_string().chars().take(128).collect::<String>(),
+                ),
                 KeyValue::new("jsonrpc.protocol.version", "2.0"),
                 KeyValue::new("network.transport", "tcp"),
                 KeyValue::new("network.protocol.name", "http"),

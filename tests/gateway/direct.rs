@@ -82,12 +82,7 @@ fn cases() -> [(&'static str, &'static str, Value, &'static str); 6] {
             json!({"message": "hi"}),
             "a tool bob may not use",
         ),
-        (
-            KEY,
-            "no_such_tool",
-            json!({}),
-            "an unknown tool (always rmcp's)",
-        ),
+        (KEY, "no_such_tool", json!({}), "an unknown tool"),
     ]
 }
 
@@ -101,7 +96,7 @@ fn assert_answered_directly(gw: &Gateway, expected: usize) {
 /// Proves: stateless (2026-07-28) results, tool errors (rejected arguments, an upstream
 /// failure), a tool the caller may not use and an unknown tool get the same status, content
 /// type and JSON-RPC message from the direct path as from rmcp's; the log shows the direct path
-/// answered the plain requests of published tools, and every call left a receipt either way.
+/// answered every plain request (unknown tools included), and every call left a receipt either way.
 #[tokio::test]
 async fn stateless_calls_are_answered_as_rmcp_answers_them() {
     let (_upstream, gw) = start();
@@ -134,7 +129,7 @@ async fn stateless_calls_are_answered_as_rmcp_answers_them() {
             );
         }
     }
-    assert_answered_directly(&gw, 5);
+    assert_answered_directly(&gw, 6);
     let receipts = common::receipts_json(&gw.config_path(), &[]);
     assert_eq!(receipts.len(), cases().len() * 2, "{receipts:?}");
 }
@@ -169,13 +164,12 @@ async fn session_calls_are_answered_as_rmcp_answers_them() {
                 direct.message()["result"].get("resultType").is_none(),
                 "{direct:?}"
             );
-            if tool != "no_such_tool" {
-                expected_direct += 1;
-                assert_eq!(
-                    direct.header("content-type").as_deref(),
-                    Some("application/json")
-                );
-            }
+            // Unknown tools too: they are answered like forbidden ones, on the same path.
+            expected_direct += 1;
+            assert_eq!(
+                direct.header("content-type").as_deref(),
+                Some("application/json")
+            );
             if version == "2025-06-18" && what == "a rejection" {
                 assert_eq!(direct.message()["error"]["code"], -32602, "{direct:?}");
             }

@@ -378,6 +378,7 @@ fn in_session_call(what: &str) -> bool {
         "tools/call rejected",
         "tools/call upstream error",
         "tools/call forbidden",
+        "tools/call unknown",
     ]
     .contains(&what)
 }
