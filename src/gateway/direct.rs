@@ -32,6 +32,7 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 
 use super::Gateway;
+use super::catalog::Catalog;
 use super::server::answer_tools_call;
 use crate::telemetry::Inbound;
 
@@ -84,7 +85,7 @@ pub async fn answer(
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return Ok(StatusCode::PAYLOAD_TOO_LARGE.into_response());
     };
-    let Some(call) = DirectCall::take(lifecycle, &parts.headers, &bytes, &gateway) else {
+    let Some(call) = DirectCall::take(lifecycle, &parts.headers, &bytes, &gateway.catalog()) else {
         return Err(Request::from_parts(parts, Body::from(bytes)));
     };
     // Already in a task of its own (`http::in_own_task`): a client that goes away does not stop
@@ -135,6 +136,20 @@ fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option<Lifecycle>
     stateless.then_some(Lifecycle::Stateless)
 }
 
+/// Entry point for fuzz/: whether this path would answer a request with these `method`,
+/// `headers` and `body` against `catalog` (a session's request taken to be at the version its
+/// session was opened with), decided and parsed as [`answer`] does.
+#[doc(hidden)]
+pub fn qualifies(
+    catalog: &Catalog,
+    method: &http::Method,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> bool {
+    lifecycle_of(method, headers)
+        .is_some_and(|lifecycle| DirectCall::take(lifecycle, headers, body, catalog).is_some())
+}
+
 /// One JSON-RPC request, as far as this path reads it.
 #[derive(Deserialize)]
 struct Message<'a> {
@@ -159,7 +174,7 @@ impl DirectCall {
         lifecycle: Lifecycle,
         headers: &HeaderMap,
         body: &[u8],
-        gateway: &Gateway,
+        catalog: &Catalog,
     ) -> Option<DirectCall> {
         let message: Message<'_> = serde_json::from_slice(body).ok()?;
         let params = message.params;
@@ -183,8 +198,7 @@ impl DirectCall {
             && message.method == "tools/call"
             && params.input_responses.is_none()
             && params.request_state.is_none()
-            && gateway
-                .catalog()
+            && catalog
                 .exposed(&params.name)
                 .is_some_and(|tool| !tool.param_headers);
         qualifies.then_some(DirectCall {

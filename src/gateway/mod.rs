@@ -16,6 +16,9 @@ pub mod pipeline;
 pub mod server;
 mod sessions;
 
+#[doc(hidden)]
+pub use direct::qualifies as direct_call_qualifies;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
