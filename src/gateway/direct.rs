@@ -176,7 +176,9 @@ impl DirectCall {
         body: &[u8],
         catalog: &Catalog,
     ) -> Option<DirectCall> {
-        let message: Message<'_> = serde_json::from_slice(body).ok()?;
+        // UTF-8 first: serde_json skips the fields it ignores without checking their text, and
+        // rmcp refuses a body with invalid UTF-8 anywhere (found by fuzz/, `jsonrpc_direct`).
+        let message: Message<'_> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
         let params = message.params;
         let meta_version = params.meta.as_ref().and_then(|m| m.protocol_version());
         let lifecycle_holds = match lifecycle {
@@ -398,6 +400,42 @@ mod tests {
         let mut twice = session(Some("2025-11-25"));
         twice.append("mcp-session-id", HeaderValue::from_static("s-2"));
         assert_eq!(lifecycle_of(&post, &twice), None);
+    }
+
+    /// Proves: a body with invalid UTF-8, even inside a field the path ignores, is left to rmcp
+    /// (which refuses it as not JSON), while the same body in valid UTF-8 is taken. Found by
+    /// fuzz/ (`jsonrpc_direct`): serde_json skips ignored fields without checking their text.
+    #[test]
+    fn a_body_with_invalid_utf8_is_left_to_rmcp() {
+        let mut contracts = crate::contract::ContractSet::default();
+        let text =
+            "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object}\n";
+        contracts
+            .add_yaml(std::path::Path::new("demo.yaml"), text)
+            .expect("a valid contract");
+        let snapshot = crate::upstream::Snapshot {
+            status: crate::upstream::Status::Starting,
+            tools: Default::default(),
+        };
+        let upstreams = std::collections::BTreeMap::from([("demo".to_string(), snapshot)]);
+        let catalog = Catalog::build(&contracts, &upstreams);
+        let body = |key: &[u8]| {
+            let mut body = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},"extra":{""#.to_vec();
+            body.extend_from_slice(key);
+            body.extend_from_slice(br#"":1}}}"#);
+            body
+        };
+        let mut session = qualifying();
+        session.remove("mcp-method");
+        session.remove("mcp-name");
+        session.insert("mcp-session-id", HeaderValue::from_static("s-1"));
+        session.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        let post = http::Method::POST;
+        assert!(qualifies(&catalog, &post, &session, &body(b"key")));
+        assert!(!qualifies(&catalog, &post, &session, &body(b"k\xe5y")));
     }
 
     /// Proves: JSON-RPC errors get the HTTP statuses rmcp gives them on the 2026-07-28 path.
