@@ -11,7 +11,9 @@
 # libfuzzer-sys builds libFuzzer itself with the system C++ compiler. No RUSTC_BOOTSTRAP is
 # needed (checked with cargo-fuzz 0.13.2 on rustc 1.95.0). Without ASan, what is caught is what
 # safe Rust reports: panics (failed assertions, slices out of range, arithmetic overflow),
-# aborts, out-of-memory (-rss_limit_mb) and hangs (-timeout).
+# aborts, out-of-memory (-rss_limit_mb) and hangs (-timeout). A stack overflow kills the
+# fuzzer with SIGSEGV (exit 139) before libFuzzer can save the input: the run still fails, and
+# the last NEW lines of its log show what it was working on.
 #
 # A crash leaves its input in fuzz/artifacts/TARGET/; replay it with
 #   cd fuzz && cargo fuzz run -s none TARGET artifacts/TARGET/crash-...
