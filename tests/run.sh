@@ -31,6 +31,10 @@ step "cargo build --example demo-upstream --example hostile-upstream"
 cargo build --example demo-upstream --example hostile-upstream
 step "cargo test --all-targets"
 cargo test --all-targets
+# Coverage-guided fuzzing (fuzz/README.md): each target a short run, enough to catch a regression on
+# the seeds and what they quickly reach; long runs are done by hand (figures in fuzz/README.md).
+step "fuzz/run.sh 10 (six fuzz targets, 10 s each)"
+fuzz/run.sh 10
 step "docker/lint.sh (hadolint, compose and image config checks)"
 docker/lint.sh
 step "all checks passed"

@@ -361,7 +361,17 @@ fn default_receipts_path() -> PathBuf {
 impl Config {
     /// Loads, expands and validates the configuration at `path`. `NARROWGATE_LISTEN` overrides `listen`.
     pub fn load(path: &Path) -> Result<Config, LoadError> {
-        let mut config: Config = yaml::load(path)?;
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_text(path, &text)
+    }
+
+    /// Like [`Config::load`], from the file's text already read; `path` names the file in
+    /// messages and anchors its relative paths. Also the entry point for fuzz/.
+    pub fn from_text(path: &Path, text: &str) -> Result<Config, LoadError> {
+        let mut config: Config = yaml::parse(path, text)?;
         config.source = path.to_path_buf();
         if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
             config.listen = listen;

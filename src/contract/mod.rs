@@ -217,7 +217,17 @@ impl ContractSet {
     }
 
     fn add_file(&mut self, file: &Path) -> Result<(), LoadError> {
-        let parsed: ContractFile = yaml::load(file)?;
+        self.add_parsed(file, yaml::load(file)?)
+    }
+
+    /// Adds the contracts in `text`, as if read from `file` (which only names it in messages).
+    /// Entry point for fuzz/.
+    #[doc(hidden)]
+    pub fn add_yaml(&mut self, file: &Path, text: &str) -> Result<(), LoadError> {
+        self.add_parsed(file, yaml::parse(file, text)?)
+    }
+
+    fn add_parsed(&mut self, file: &Path, parsed: ContractFile) -> Result<(), LoadError> {
         if !valid_upstream_name(&parsed.upstream) {
             return Err(LoadError::invalid(
                 file,

@@ -182,10 +182,14 @@ fn candidates(schema: &Value, root: &Value, depth: usize) -> Vec<(Value, String)
             _ => {}
         }
     }
+    // A member costs a level of depth too: a definition that refers to itself through
+    // `anyOf` would otherwise recurse until the stack overflows (found by fuzz/).
     for branch in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(members)) = map.get(branch) {
+        if let Some(Value::Array(members)) = map.get(branch)
+            && depth > 0
+        {
             for (i, member) in members.iter().enumerate() {
-                for (v, f) in candidates(member, root, depth) {
+                for (v, f) in candidates(member, root, depth - 1) {
                     out.push((v, format!("/{branch}/{i}{f}")));
                 }
             }
@@ -536,6 +540,26 @@ mod tests {
                 "{contract}"
             );
         }
+    }
+
+    /// Proves: a contract whose definition refers to itself through `anyOf` narrows to a
+    /// verdict instead of recursing until the stack overflows (which aborted the process).
+    /// Found by fuzz/ (`narrow_schemas`).
+    #[test]
+    fn a_definition_that_refers_to_itself_through_any_of_ends() {
+        let contract = json!({
+            "type": "object",
+            "$defs": {"d": {"anyOf": [{"$ref": "#/$defs/d"}]}},
+            "properties": {"a": {"$ref": "#/$defs/d"}}
+        });
+        let upstream = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let narrowing = narrow(&contract, &upstream);
+        assert_ne!(
+            narrowing.verdict,
+            Verdict::Narrower,
+            "{:?}",
+            narrowing.verdict
+        );
     }
 
     #[test]

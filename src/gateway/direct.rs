@@ -33,6 +33,7 @@ use rmcp::model::{
 use serde::Serialize;
 
 use super::Gateway;
+use super::catalog::Catalog;
 use super::message::{self, Message, Method, ToolsCall};
 use super::request::Admitted;
 use super::server::answer_tools_call;
@@ -137,6 +138,23 @@ pub(super) fn lifecycle_of(method: &http::Method, headers: &HeaderMap) -> Option
     stateless.then_some(Lifecycle::Stateless)
 }
 
+/// Entry point for fuzz/: whether this path would answer a request with these `method`,
+/// `headers` and `body` against `catalog` (a session's request taken to be at the version its
+/// session was opened with), parsed and decided as `check_body` and [`answer`] do.
+#[doc(hidden)]
+pub fn qualifies(
+    catalog: &Catalog,
+    method: &http::Method,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> bool {
+    let Some(lifecycle) = lifecycle_of(method, headers) else {
+        return false;
+    };
+    message::Body::parse(body, message::CallParams::Whole)
+        .is_ok_and(|parsed| DirectCall::qualifies(lifecycle, headers, &parsed, || catalog))
+}
+
 /// A `tools/call` this path answers.
 struct DirectCall {
     lifecycle: Lifecycle,
@@ -152,43 +170,8 @@ impl DirectCall {
         headers: &HeaderMap,
         admitted: &mut Admitted,
     ) -> Option<DirectCall> {
-        let Some(message::Body::One(Message {
-            jsonrpc_2: true,
-            id: Some(_),
-            method: Method::ToolsCall(ToolsCall::Params(params)),
-            ..
-        })) = &admitted.body
-        else {
-            return None;
-        };
-        let meta_version = params.meta.as_ref().and_then(|m| m.protocol_version());
-        let lifecycle_holds = match lifecycle {
-            Lifecycle::Stateless => {
-                headers
-                    .get("mcp-name")
-                    .is_some_and(|n| n.as_bytes() == params.name.as_bytes())
-                    && meta_version == Some(ProtocolVersion::V_2026_07_28)
-                    && params.meta.as_ref().is_some_and(|m| {
-                        m.missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                            .is_empty()
-                    })
-            }
-            // A per-request version would make rmcp serve the request statelessly.
-            Lifecycle::Session(_) => meta_version.is_none(),
-        };
-        let qualifies = lifecycle_holds
-            && params.input_responses.is_none()
-            && params.request_state.is_none()
-            // Whether the tool exists, or is the caller's, must not change the path (nor so the
-            // content type of the answer): a name that is no published tool qualifies too, and is
-            // answered `Unknown tool` exactly like a tool the caller may not use. Only a stateless
-            // call of a tool that maps arguments to headers is left to rmcp.
-            && (lifecycle != Lifecycle::Stateless
-                || admitted
-                    .gateway
-                    .catalog()
-                    .exposed(&params.name)
-                    .is_none_or(|tool| !tool.param_headers));
+        let body = admitted.body.as_ref()?;
+        let qualifies = Self::qualifies(lifecycle, headers, body, || admitted.gateway.catalog());
         if !qualifies {
             return None;
         }
@@ -205,6 +188,51 @@ impl DirectCall {
             id,
             params,
         })
+    }
+
+    /// Whether this path may answer the one `tools/call` in `body` (see the module's
+    /// documentation). `catalog` is asked for only when the answer depends on the tool.
+    fn qualifies<C: std::ops::Deref<Target = Catalog>>(
+        lifecycle: Lifecycle,
+        headers: &HeaderMap,
+        body: &message::Body,
+        catalog: impl FnOnce() -> C,
+    ) -> bool {
+        let message::Body::One(Message {
+            jsonrpc_2: true,
+            id: Some(_),
+            method: Method::ToolsCall(ToolsCall::Params(params)),
+            ..
+        }) = body
+        else {
+            return false;
+        };
+        let meta_version = params.meta.as_ref().and_then(|m| m.protocol_version());
+        let lifecycle_holds = match lifecycle {
+            Lifecycle::Stateless => {
+                headers
+                    .get("mcp-name")
+                    .is_some_and(|n| n.as_bytes() == params.name.as_bytes())
+                    && meta_version == Some(ProtocolVersion::V_2026_07_28)
+                    && params.meta.as_ref().is_some_and(|m| {
+                        m.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                            .is_empty()
+                    })
+            }
+            // A per-request version would make rmcp serve the request statelessly.
+            Lifecycle::Session(_) => meta_version.is_none(),
+        };
+        lifecycle_holds
+            && params.input_responses.is_none()
+            && params.request_state.is_none()
+            // Whether the tool exists, or is the caller's, must not change the path (nor so the
+            // content type of the answer): a name that is no published tool qualifies too, and is
+            // answered `Unknown tool` exactly like a tool the caller may not use. Only a stateless
+            // call of a tool that maps arguments to headers is left to rmcp.
+            && (lifecycle != Lifecycle::Stateless
+                || catalog()
+                    .exposed(&params.name)
+                    .is_none_or(|tool| !tool.param_headers))
     }
 
     /// Runs the call and writes its JSON-RPC answer as rmcp would.
@@ -400,6 +428,42 @@ mod tests {
         let mut twice = session(Some("2025-11-25"));
         twice.append("mcp-session-id", HeaderValue::from_static("s-2"));
         assert_eq!(lifecycle_of(&post, &twice), None);
+    }
+
+    /// Proves: a body with invalid UTF-8, even inside a field the path ignores, is left to rmcp
+    /// (which refuses it as not JSON), while the same body in valid UTF-8 is taken. Found by
+    /// fuzz/ (`jsonrpc_direct`): serde_json skips ignored fields without checking their text.
+    #[test]
+    fn a_body_with_invalid_utf8_is_left_to_rmcp() {
+        let mut contracts = crate::contract::ContractSet::default();
+        let text =
+            "upstream: demo\ntools:\n  echo:\n    privilege: read\n    input: {type: object}\n";
+        contracts
+            .add_yaml(std::path::Path::new("demo.yaml"), text)
+            .expect("a valid contract");
+        let snapshot = crate::upstream::Snapshot {
+            status: crate::upstream::Status::Starting,
+            tools: Default::default(),
+        };
+        let upstreams = std::collections::BTreeMap::from([("demo".to_string(), snapshot)]);
+        let catalog = Catalog::build(&contracts, &upstreams);
+        let body = |key: &[u8]| {
+            let mut body = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},"extra":{""#.to_vec();
+            body.extend_from_slice(key);
+            body.extend_from_slice(br#"":1}}}"#);
+            body
+        };
+        let mut session = qualifying();
+        session.remove("mcp-method");
+        session.remove("mcp-name");
+        session.insert("mcp-session-id", HeaderValue::from_static("s-1"));
+        session.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        let post = http::Method::POST;
+        assert!(qualifies(&catalog, &post, &session, &body(b"key")));
+        assert!(!qualifies(&catalog, &post, &session, &body(b"k\xe5y")));
     }
 
     /// Proves: JSON-RPC errors get the HTTP statuses rmcp gives them on the 2026-07-28 path.

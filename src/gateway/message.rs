@@ -105,17 +105,23 @@ impl Body {
     /// Parses `bytes`, reading as much of a `tools/call`'s parameters as `calls` says; the
     /// error is the one to report for a body that is not JSON at all.
     pub fn parse(bytes: &[u8], calls: CallParams) -> Result<Body, serde_json::Error> {
-        let batch = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        // rmcp refuses a body that is not UTF-8 anywhere, but serde_json skips the fields it
+        // ignores without checking their text (found by fuzz/, `jsonrpc_direct`): such a body is
+        // read as no message at all and left to rmcp. Parsing from `&str` then checks no text twice.
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return serde_json::from_slice::<IgnoredAny>(bytes).map(|_| Body::Other);
+        };
+        let batch = text.trim_start().starts_with('[');
         let parsed = if batch {
-            serde_json::from_slice::<Vec<Envelope<'_>>>(bytes)
+            serde_json::from_str::<Vec<Envelope<'_>>>(text)
                 .map(|all| Body::Batch(all.into_iter().map(|one| one.read(calls)).collect()))
         } else {
-            serde_json::from_slice::<Envelope<'_>>(bytes).map(|one| Body::One(one.read(calls)))
+            serde_json::from_str::<Envelope<'_>>(text).map(|one| Body::One(one.read(calls)))
         };
         match parsed {
             Ok(body) => Ok(body),
             // Not the shape of a message (or not JSON): tell which (rare, so scanned again).
-            Err(_) => serde_json::from_slice::<IgnoredAny>(bytes).map(|_| Body::Other),
+            Err(_) => serde_json::from_str::<IgnoredAny>(text).map(|_| Body::Other),
         }
     }
 

@@ -26,6 +26,9 @@ mod request_ids;
 pub mod server;
 mod sessions;
 
+#[doc(hidden)]
+pub use direct::qualifies as direct_call_qualifies;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 

@@ -291,19 +291,8 @@ async fn read_head(
 ) -> io::Result<(StatusCode, HeaderMap, Framing, bool)> {
     loop {
         let parsed = loop {
-            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut head = httparse::Response::new(&mut slots);
-            match head.parse(connection.buffer.unread()) {
-                Ok(httparse::Status::Complete(length)) => {
-                    let parsed = Head::of(&head)?;
-                    connection.buffer.consume(length);
-                    break parsed;
-                }
-                Ok(httparse::Status::Partial) => {}
-                Err(e) => return Err(invalid(format!("a malformed answer head: {e}"))),
-            }
-            if connection.buffer.unread().len() > MAX_HEAD_BYTES {
-                return Err(invalid("an answer head larger than 64 KiB"));
+            if let Some(head) = take_head(&mut connection.buffer)? {
+                break head;
             }
             if connection.buffer.fill(&mut connection.stream).await? == 0 {
                 return Err(io::Error::new(
@@ -318,6 +307,24 @@ async fn read_head(
         let framing = framing_of(parsed.status, &parsed.headers)?;
         let reusable = parsed.keep_alive && framing != Framing::UntilClose;
         return Ok((parsed.status, parsed.headers, framing, reusable));
+    }
+}
+
+/// Takes the answer head at the start of `buffer`; `None` while it is not all there.
+fn take_head(buffer: &mut ReadBuffer) -> io::Result<Option<Head>> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Response::new(&mut slots);
+    match head.parse(buffer.unread()) {
+        Ok(httparse::Status::Complete(length)) => {
+            let parsed = Head::of(&head)?;
+            buffer.consume(length);
+            Ok(Some(parsed))
+        }
+        Ok(httparse::Status::Partial) if buffer.unread().len() > MAX_HEAD_BYTES => {
+            Err(invalid("an answer head larger than 64 KiB"))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(invalid(format!("a malformed answer head: {e}"))),
     }
 }
 
@@ -600,5 +607,6 @@ fn invalid(why: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why.into())
 }
 
+pub mod replay;
 #[cfg(test)]
 mod tests;

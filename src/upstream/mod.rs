@@ -14,6 +14,13 @@ mod sse;
 mod stderr;
 mod tap;
 
+/// Entry points for fuzz/: the parsers of what an upstream sends (not a user API).
+#[doc(hidden)]
+pub mod fuzz {
+    pub use super::h1::replay::{Replayed, read_answer};
+    pub use super::sse::{EventSplitter, EventTooLarge};
+}
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 

@@ -54,7 +54,11 @@ impl EventSplitter {
         mut on_event: impl FnMut(&[u8]) -> bool,
     ) -> Result<bool, EventTooLarge> {
         let mut rest = chunk;
-        if std::mem::take(&mut self.ended_with_cr) && rest.first() == Some(&b'\n') {
+        // An empty chunk says nothing about the byte after the CR: the flag waits for the next.
+        if !rest.is_empty()
+            && std::mem::take(&mut self.ended_with_cr)
+            && rest.first() == Some(&b'\n')
+        {
             rest = &rest[1..];
         }
         while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
@@ -174,6 +178,19 @@ mod tests {
         for at in 0..stream.len() {
             let (a, b) = stream.split_at(at);
             assert_eq!(events(&[a, b]), whole, "split at {at}");
+        }
+    }
+
+    /// Proves: an empty chunk between a CR and its LF does not split the CR LF into two line
+    /// ends (which dispatched the event early, as two). Found by fuzz/ (`sse_events`).
+    #[test]
+    fn an_empty_chunk_between_cr_and_lf_changes_nothing() {
+        let stream: &[u8] = b"data: a\r\ndata: b\r\n\r\n";
+        let whole = events(&[stream]);
+        assert_eq!(whole, ["a\nb"]);
+        for at in 1..stream.len() {
+            let (a, b) = stream.split_at(at);
+            assert_eq!(events(&[a, b"", b]), whole, "an empty chunk at {at}");
         }
     }
 
