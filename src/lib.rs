@@ -1,7 +1,7 @@
 //! narrowgate: an MCP gateway that publishes only contract-narrowed tools and checks every call
 //! and every result against its contract.
 //!
-//! Modules follow the concepts of SPEC.md: [`config`], [`contract`] (loading, narrowing,
+//! Modules follow the concepts of the documentation (docs/, ARCHITECTURE.md): [`config`], [`contract`] (loading, narrowing,
 //! enforcement), [`upstream`] (clients and their supervision), [`policy`] (callers and what they
 //! may use), [`gateway`] (the MCP server and the call pipeline), [`state`] (what replicas share
 //! through Redis) and [`cli`].

@@ -1,4 +1,4 @@
-//! The shared state of replicas (SPEC §2 `state: redis://…`): one Redis connection per user of it
+//! The shared state of replicas (`state: redis://…`, docs/configuration.md): one Redis connection per user of it
 //! (the rate limiter, the dedupe records), opened lazily, re-opened after a failure, with failures
 //! logged at most every few seconds. Both users fail closed when Redis cannot be reached, so a
 //! Redis outage shows as refused calls plus a log line, never as silently unshared state.

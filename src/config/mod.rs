@@ -1,4 +1,4 @@
-//! The gateway's configuration file (SPEC §2): where it listens, which upstreams it starts, who may
+//! The gateway's configuration file (docs/configuration.md): where it listens, which upstreams it starts, who may
 //! call it, and the blocks for OAuth, telemetry, receipts and shared state.
 //!
 //! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was

@@ -1,4 +1,4 @@
-//! Enforcing a contract at call time (SPEC §4.3, §4.5): arguments are checked before anything is
+//! Enforcing a contract at call time (docs/semantics.md): arguments are checked before anything is
 //! sent upstream, results before anything is returned. Both checks only ever describe a failure by
 //! path and rule: the rejected data itself never appears in a message.
 

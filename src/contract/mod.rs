@@ -1,4 +1,4 @@
-//! Contracts (SPEC §3): what an operator declares about each tool it exposes, loaded from the
+//! Contracts (docs/contracts.md): what an operator declares about each tool it exposes, loaded from the
 //! contracts directory, checked, and compiled once into validators.
 //!
 //! A contract is the only source of what clients see: its name, texts, schemas and annotations are

@@ -1,4 +1,4 @@
-//! Narrowing: intersecting a contract's input schema with the upstream tool's own (SPEC §4.2).
+//! Narrowing: intersecting a contract's input schema with the upstream tool's own (docs/semantics.md).
 //!
 //! The schema algebra of `jsonschema::canonical` decides whether the upstream admits every value the
 //! contract admits (the contract is *narrower*, the case operators want), whether the contract admits

@@ -1,4 +1,4 @@
-//! The version in force, and reload (SPEC §4.10).
+//! The version in force, and reload (docs/semantics.md).
 //!
 //! [`Live`] holds the current [`Gateway`] version. Every request takes the version in force when
 //! it starts and keeps it until answered; a reload builds and checks a whole new version first

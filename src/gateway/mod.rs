@@ -52,9 +52,9 @@ pub struct Gateway {
     pub contracts: ContractSet,
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
     pub authenticator: Authenticator,
-    /// Rate limits (SPEC §4.7), in memory or shared through Redis.
+    /// Rate limits (docs/semantics.md), in memory or shared through Redis.
     pub limits: Arc<Limits>,
-    /// Where every `tools/call` leaves its receipt (SPEC §4.11).
+    /// Where every `tools/call` leaves its receipt (docs/semantics.md).
     pub receipts: Arc<ReceiptLog>,
     receipt_settings: Settings,
     /// Recorded answers of `dedupe` tools, for at-most-once within their window (in memory, or

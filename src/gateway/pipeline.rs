@@ -82,7 +82,7 @@ impl Gateway {
             trace_id: telemetry::trace_id(),
         };
         telemetry::note_call(&call);
-        // The answer waits until its receipt is on disk (SPEC §4.11). A receipt that cannot be
+        // The answer waits until its receipt is on disk (docs/semantics.md). A receipt that cannot be
         // written is logged loudly by `record`, and the call is answered all the same.
         let receipt = self.receipts.record(&call).await;
         tracing::info!(
@@ -322,7 +322,7 @@ fn tool_error(message: String) -> CallToolResult {
 }
 
 /// Out-of-contract arguments: a tool error from 2025-11-25 on (so models can correct themselves),
-/// JSON-RPC -32602 for older protocol revisions (SPEC §4.3).
+/// JSON-RPC -32602 for older protocol revisions (docs/semantics.md).
 fn rejected_input(message: String, protocol: Option<&ProtocolVersion>) -> Answer {
     match protocol {
         Some(v) if *v >= ProtocolVersion::V_2025_11_25 => Ok(tool_error(message)),

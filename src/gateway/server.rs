@@ -19,7 +19,7 @@ use super::request::Admitted;
 use crate::policy::Caller;
 use crate::telemetry::{self, Inbound};
 
-/// The protocol revisions the gateway serves (SPEC §5).
+/// The protocol revisions the gateway serves (docs/clients.md).
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
@@ -80,7 +80,7 @@ impl ServerHandler for McpHandler {
         Cow::Borrowed(PROTOCOL_VERSIONS)
     }
 
-    /// Tells a legacy session's client whenever the published tools change (SPEC §4.2: clients
+    /// Tells a legacy session's client whenever the published tools change (clients
     /// learn of re-narrowing). The task ends when the client is gone.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // Every version shares the one change signal: the admitted one's is everyone's.

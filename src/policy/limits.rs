@@ -1,4 +1,4 @@
-//! Rate limits (SPEC §4.7), enforced before the upstream is called: caller-wide
+//! Rate limits (docs/semantics.md), enforced before the upstream is called: caller-wide
 //! (`callers[].rate`, or the rate of the caller's OAuth roles) and per caller per tool (the
 //! contract's `rate`). Both are GCRA ("generic cell rate algorithm"): `N/s burst M` admits `M`
 //! calls at once and then one every `1/N` s.
@@ -56,7 +56,7 @@ impl Refusal {
         }
     }
 
-    /// The tool error a refused call answers (SPEC §4.7), with
+    /// The tool error a refused call answers (docs/semantics.md), with
     /// `_meta: {"narrowgate/retryAfterMs": N}` when the wait is known.
     pub fn into_result(self) -> CallToolResult {
         let mut result = CallToolResult::error(vec![ContentBlock::text(self.message())]);

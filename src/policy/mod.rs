@@ -1,4 +1,4 @@
-//! Who is calling, and what they may use (SPEC §4.4, §4.6, §4.7).
+//! Who is calling, and what they may use (docs/semantics.md).
 //!
 //! [`Authenticator`] turns the `Authorization` header into a [`Caller`] (an API key, a JWT checked
 //! by [`oauth`], or the anonymous caller); [`Caller::may_use`] is the one decision that both
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn hash_key_matches_the_spec_example() {
-        // SPEC §2's example digest is sha256("foo").
+        // The documented example digest is sha256("foo").
         assert_eq!(
             hash_key_hex("foo"),
             "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"

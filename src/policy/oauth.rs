@@ -1,4 +1,4 @@
-//! The gateway as an OAuth 2.1 resource server (SPEC §2 `oauth`, §4.6): JWT bearer tokens are
+//! The gateway as an OAuth 2.1 resource server (`oauth`, docs/configuration.md and docs/security.md): JWT bearer tokens are
 //! checked against the issuer's keys (a JWKS URL, cached, or a file) and turned into a [`Caller`].
 //!
 //! What a token must satisfy, and why:

@@ -1,4 +1,4 @@
-//! Receipts (SPEC §4.11): one durable record per `tools/call`, whatever its outcome.
+//! Receipts (docs/semantics.md): one durable record per `tools/call`, whatever its outcome.
 //!
 //! The pipeline describes each finished call as a [`Call`]; [`store::ReceiptLog`] turns it into a
 //! [`Receipt`] (redacting the arguments first) and commits it to an embedded SQLite database before

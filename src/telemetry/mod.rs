@@ -1,4 +1,4 @@
-//! Telemetry (SPEC §4.12): OpenTelemetry traces exported over OTLP, Prometheus metrics at
+//! Telemetry (docs/semantics.md): OpenTelemetry traces exported over OTLP, Prometheus metrics at
 //! `/metrics`, and the logs' format.
 //!
 //! - [`trace`]: a SERVER span per MCP request and a CLIENT span per upstream attempt, following the

@@ -1,4 +1,4 @@
-//! Upstream MCP servers: one supervised connection each, shared by all callers (SPEC §4.9).
+//! Upstream MCP servers: one supervised connection each, shared by all callers (docs/semantics.md).
 //!
 //! An [`Upstream`] holds the current connection (if any) and the tools it last listed. Its
 //! [`supervise`](Upstream::supervise) task keeps it connected;

@@ -1,4 +1,4 @@
-//! At-most-once for non-idempotent tools (SPEC §4.8 `dedupe`): an identical call (same caller,
+//! At-most-once for non-idempotent tools (`dedupe`, docs/semantics.md): an identical call (same caller,
 //! tool and canonical arguments) inside the window is answered with the recorded result instead of
 //! running again, and a duplicate that arrives while the first is still in flight waits for it.
 //!

@@ -1,4 +1,4 @@
-//! `dedupe` shared by replicas (SPEC §4.8 with §2 `state: redis://…`): the record of a call lives
+//! `dedupe` shared by replicas (docs/semantics.md, with `state: redis://…`): the record of a call lives
 //! in Redis under `narrowgate:dedupe:<sha256(caller, tool, arguments digest)>`, so an identical
 //! call through any replica is answered from it.
 //!
