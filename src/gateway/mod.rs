@@ -9,6 +9,7 @@
 //! [`pipeline`], the life of one call. ARCHITECTURE.md at the repository's root walks through it.
 
 pub mod catalog;
+mod completion;
 pub mod dedupe;
 mod direct;
 pub mod health;
@@ -17,8 +18,10 @@ pub mod live;
 pub mod message;
 mod origin;
 pub mod pipeline;
+mod prompts;
 mod rejection;
 pub mod request;
+pub mod resources;
 pub mod server;
 mod sessions;
 

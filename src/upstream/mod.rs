@@ -169,6 +169,14 @@ impl Upstream {
         })
     }
 
+    /// The current connection, for requests other than `tools/call` (resources, prompts,
+    /// completion), which the gateway sends through rmcp's client; unavailable when down.
+    pub fn peer(&self) -> Result<Peer<RoleClient>, CallError> {
+        self.route()
+            .map(|r| r.peer)
+            .ok_or_else(|| CallError::Unavailable(self.name.clone()))
+    }
+
     /// One attempt of a call, in its own span `S` (whose context goes upstream in `_meta`).
     async fn attempt<S: AttemptSpan>(
         &self,
