@@ -92,7 +92,12 @@ async fn listings_show_only_what_is_declared_and_allowed() {
 
     let bob = client(&gw.url, BOB).await;
     assert!(bob.list_all_resources().await.expect("list").is_empty());
-    assert!(bob.list_all_resource_templates().await.expect("list").is_empty());
+    assert!(
+        bob.list_all_resource_templates()
+            .await
+            .expect("list")
+            .is_empty()
+    );
     assert!(bob.list_all_prompts().await.expect("list").is_empty());
 }
 
@@ -117,17 +122,36 @@ async fn reads_are_declared_allowed_and_checked() {
         .read_resource(read("test://template/42/data"))
         .await
         .expect("template read");
-    assert!(serde_json::to_value(&data).expect("json").to_string().contains("Data for ID: 42"));
+    assert!(
+        serde_json::to_value(&data)
+            .expect("json")
+            .to_string()
+            .contains("Data for ID: 42")
+    );
 
     let nowhere = protocol_error(alice.read_resource(read("test://nowhere")).await);
-    assert_eq!((nowhere.code.0, nowhere.message.as_ref()), (-32602, "Resource not found"));
-    for uri in ["test://watched-resource", "test://template/123/data", "test://template/ab/data"] {
+    assert_eq!(
+        (nowhere.code.0, nowhere.message.as_ref()),
+        (-32602, "Resource not found")
+    );
+    for uri in [
+        "test://watched-resource",
+        "test://template/123/data",
+        "test://template/ab/data",
+    ] {
         let e = protocol_error(alice.read_resource(read(uri)).await);
-        assert_eq!((e.code.0, e.message.as_ref()), (-32602, "Resource not found"), "{uri}");
+        assert_eq!(
+            (e.code.0, e.message.as_ref()),
+            (-32602, "Resource not found"),
+            "{uri}"
+        );
     }
     let bob = client(&gw.url, BOB).await;
     let e = protocol_error(bob.read_resource(read("test://static-text")).await);
-    assert_eq!((e.code.0, e.message.as_ref()), (-32602, "Resource not found"));
+    assert_eq!(
+        (e.code.0, e.message.as_ref()),
+        (-32602, "Resource not found")
+    );
 
     let png = protocol_error(alice.read_resource(read("test://static-binary")).await);
     assert!(png.message.contains("mimeType"), "{png:?}");
@@ -143,7 +167,10 @@ async fn reads_are_declared_allowed_and_checked() {
     };
     assert_eq!(outcome_of("alice", "test://static-text"), ["ok"]);
     assert_eq!(outcome_of("bob", "test://static-text"), ["denied"]);
-    assert_eq!(outcome_of("alice", "test://static-binary"), ["rejected_output"]);
+    assert_eq!(
+        outcome_of("alice", "test://static-binary"),
+        ["rejected_output"]
+    );
     assert_eq!(outcome_of("alice", "test://nowhere"), ["denied"]);
 }
 
@@ -172,7 +199,10 @@ async fn prompts_are_declared_allowed_and_their_arguments_checked() {
         (json!({"arg1": "secretvalue", "arg2": "abc"}), "arg1"),
         (json!({"arg1": "park", "arg2": "NOT-LOWER"}), "arg2"),
         (json!({"arg1": "park"}), "arg2"),
-        (json!({"arg1": "park", "arg2": "abc", "extra": "x"}), "extra"),
+        (
+            json!({"arg1": "park", "arg2": "abc", "extra": "x"}),
+            "extra",
+        ),
     ] {
         let e = protocol_error(alice.get_prompt(get("greeting", args.clone())).await);
         assert_eq!(e.code.0, -32602, "{args}");
@@ -181,19 +211,29 @@ async fn prompts_are_declared_allowed_and_their_arguments_checked() {
     }
     for name in ["nope", "test_simple_prompt"] {
         let e = protocol_error(alice.get_prompt(get(name, json!({}))).await);
-        assert_eq!((e.code.0, e.message.as_ref()), (-32602, "Unknown prompt"), "{name}");
+        assert_eq!(
+            (e.code.0, e.message.as_ref()),
+            (-32602, "Unknown prompt"),
+            "{name}"
+        );
     }
     let bob = client(&gw.url, BOB).await;
     let e = protocol_error(bob.get_prompt(get("simple", json!({}))).await);
     assert_eq!((e.code.0, e.message.as_ref()), (-32602, "Unknown prompt"));
 
     alice
-        .get_prompt(get("embedded", json!({"resourceUri": "test://static-text"})))
+        .get_prompt(get(
+            "embedded",
+            json!({"resourceUri": "test://static-text"}),
+        ))
         .await
         .expect("an embedded resource alice may read");
     let e = protocol_error(
         alice
-            .get_prompt(get("embedded", json!({"resourceUri": "file:///etc/passwd"})))
+            .get_prompt(get(
+                "embedded",
+                json!({"resourceUri": "file:///etc/passwd"}),
+            ))
             .await,
     );
     assert!(e.message.contains("embeds a resource"), "{e:?}");
@@ -226,7 +266,11 @@ async fn completions_are_filtered_by_the_contract() {
 
     let e = protocol_error(
         alice
-            .complete(complete(Reference::for_prompt("test_prompt_with_arguments"), "arg1", "pa"))
+            .complete(complete(
+                Reference::for_prompt("test_prompt_with_arguments"),
+                "arg1",
+                "pa",
+            ))
             .await,
     );
     assert_eq!(e.code.0, -32602);

@@ -2,6 +2,7 @@
 
 mod check;
 mod init;
+mod init_offer;
 mod receipts;
 mod schema;
 mod serve;

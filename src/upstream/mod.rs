@@ -413,6 +413,41 @@ pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Ve
         .map_err(|_| format!("no answer within {within:?}"))?
 }
 
+/// What an upstream offers besides tools: its resources, resource templates and prompts (each
+/// empty when it offers none, or does not answer the list).
+#[derive(Debug, Default)]
+pub struct Offer {
+    pub resources: Vec<rmcp::model::Resource>,
+    pub templates: Vec<rmcp::model::ResourceTemplate>,
+    pub prompts: Vec<rmcp::model::Prompt>,
+}
+
+/// Connects once and lists the upstream's resources, templates and prompts: for `init`.
+pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Offer, String> {
+    let attempt = async {
+        let Connected { connection, .. } = connect(
+            &upstream.name,
+            &upstream.transport,
+            UpstreamClient {
+                tools_changed: Arc::new(Notify::new()),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let peer = connection.peer();
+        let offer = Offer {
+            resources: peer.list_all_resources().await.unwrap_or_default(),
+            templates: peer.list_all_resource_templates().await.unwrap_or_default(),
+            prompts: peer.list_all_prompts().await.unwrap_or_default(),
+        };
+        let _ = connection.cancel().await;
+        Ok(offer)
+    };
+    tokio::time::timeout(within, attempt)
+        .await
+        .map_err(|_| format!("no answer within {within:?}"))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
