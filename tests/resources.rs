@@ -281,3 +281,41 @@ async fn completions_are_filtered_by_the_contract() {
     );
     assert_eq!(e.code.0, -32602);
 }
+
+/// Proves `resources/subscribe` and `unsubscribe` are relayed for a declared URI the caller may
+/// read, and refused as "Resource not found" otherwise (undeclared, or not the caller's).
+#[tokio::test]
+#[allow(deprecated)]
+async fn subscriptions_only_for_declared_and_allowed_uris() {
+    use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
+    let gw = start();
+    let alice = client(&gw.url, KEY).await;
+    alice
+        .subscribe(SubscribeRequestParams::new("test://static-text"))
+        .await
+        .expect("allowed subscribe");
+    let unsubscribe: UnsubscribeRequestParams =
+        serde_json::from_value(json!({"uri": "test://static-text"})).expect("params");
+    alice
+        .unsubscribe(unsubscribe)
+        .await
+        .expect("allowed unsubscribe");
+    let e = protocol_error(
+        alice
+            .subscribe(SubscribeRequestParams::new("test://watched-resource"))
+            .await,
+    );
+    assert_eq!(
+        (e.code.0, e.message.as_ref()),
+        (-32602, "Resource not found")
+    );
+    let bob = client(&gw.url, BOB).await;
+    let e = protocol_error(
+        bob.subscribe(SubscribeRequestParams::new("test://static-text"))
+            .await,
+    );
+    assert_eq!(
+        (e.code.0, e.message.as_ref()),
+        (-32602, "Resource not found")
+    );
+}

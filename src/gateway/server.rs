@@ -255,6 +255,45 @@ impl ServerHandler for McpHandler {
         .map(Into::into)
     }
 
+    #[allow(deprecated)] // clients before 2026-07-28 subscribe this way
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve("resources/subscribe", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            let caller = caller_of(admitted)?;
+            admitted
+                .gateway
+                .subscription(caller, request.uri, true)
+                .await
+        })
+        .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve(
+            "resources/unsubscribe",
+            None,
+            inbound(&context),
+            async || {
+                let admitted = admitted_of(&context.extensions)?;
+                let caller = caller_of(admitted)?;
+                admitted
+                    .gateway
+                    .subscription(caller, request.uri, false)
+                    .await
+            },
+        )
+        .await
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
