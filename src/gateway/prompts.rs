@@ -176,7 +176,7 @@ impl Gateway {
                 Some("resource_link") => content["uri"].as_str(),
                 _ => continue,
             };
-            if !uri.is_some_and(|u| self.readable(caller, u).is_some()) {
+            if uri.is_none_or(|u| self.readable(caller, u).is_none()) {
                 return Err(
                     "a message embeds a resource that is not declared for the caller".into(),
                 );
