@@ -470,6 +470,73 @@ mod tests {
         );
     }
 
+    /// Proves a URI two upstreams both expose (the same URI, or one upstream's exact URI inside
+    /// another's glob) and a prompt declared twice are load errors naming both files.
+    #[test]
+    fn duplicate_resources_and_prompts_name_both_files() {
+        let cases = [
+            (
+                "upstream: a\nresources:\n  - uri: test://x\n",
+                "upstream: b\nresources:\n  - uri: test://x\n",
+                "resources.0",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri: 'test://*'\n",
+                "upstream: b\nresources:\n  - uri: test://x\n",
+                "resources.0",
+            ),
+            (
+                "upstream: a\nprompts:\n  p: {}\n",
+                "upstream: b\nprompts:\n  p: {}\n",
+                "prompts.p",
+            ),
+        ];
+        for (a, b, key) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write(dir.path(), "a.yaml", a);
+            write(dir.path(), "b.yaml", b);
+            let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("a.yaml") && e.contains("b.yaml") && e.contains(key),
+                "{e}"
+            );
+        }
+    }
+
+    /// Proves malformed resource and prompt entries are refused with their key.
+    #[test]
+    fn invalid_resources_and_prompts_are_refused_with_the_key() {
+        let cases = [
+            ("upstream: a\nresources:\n  - description: x\n", "resources.0"),
+            (
+                "upstream: a\nresources:\n  - uri_template: 't://{id}'\n",
+                "resources.0.variables",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri_template: 't://{id}'\n    variables: {id: {pattern: '('}}\n",
+                "resources.0.variables.id",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri: t://x\n    mime_type: [a]\n",
+                "unknown field `mime_type`",
+            ),
+            (
+                "upstream: a\nprompts:\n  p: {arguments: {x: {pattern: '['}}}\n",
+                "prompts.p.arguments.x",
+            ),
+            ("upstream: a\nprompts:\n  'bad name': {}\n", "prompts.bad name"),
+        ];
+        for (text, expected) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write(dir.path(), "c.yaml", text);
+            let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(expected) && e.contains("c.yaml"),
+                "{text:?} gave {e}"
+            );
+        }
+    }
+
     #[test]
     fn invalid_contracts_are_refused_with_the_key() {
         let cases = [
