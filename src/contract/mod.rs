@@ -507,7 +507,10 @@ mod tests {
     #[test]
     fn invalid_resources_and_prompts_are_refused_with_the_key() {
         let cases = [
-            ("upstream: a\nresources:\n  - description: x\n", "resources.0"),
+            (
+                "upstream: a\nresources:\n  - description: x\n",
+                "resources.0",
+            ),
             (
                 "upstream: a\nresources:\n  - uri_template: 't://{id}'\n",
                 "resources.0.variables",
@@ -524,7 +527,10 @@ mod tests {
                 "upstream: a\nprompts:\n  p: {arguments: {x: {pattern: '['}}}\n",
                 "prompts.p.arguments.x",
             ),
-            ("upstream: a\nprompts:\n  'bad name': {}\n", "prompts.bad name"),
+            (
+                "upstream: a\nprompts:\n  'bad name': {}\n",
+                "prompts.bad name",
+            ),
         ];
         for (text, expected) in cases {
             let dir = tempfile::tempdir().expect("tempdir");

@@ -24,6 +24,7 @@ pub mod request;
 pub mod resources;
 pub mod server;
 mod sessions;
+mod subscriptions;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

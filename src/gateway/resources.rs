@@ -297,33 +297,32 @@ pub fn check_contents(
 }
 
 impl Gateway {
-    /// `resources/subscribe` (or, with `subscribe: false`, `unsubscribe`) for `caller`: only a
-    /// declared URI the caller may read is relayed upstream; anything else is "Resource not
-    /// found". The upstream's `notifications/resources/updated` are not routed back to sessions
-    /// yet (they stop at the gateway: no session hears of a URI it may not read).
+    /// `resources/subscribe` (`subscribe: true`) or `unsubscribe` for `caller`: only a declared
+    /// URI the caller may read; anything else is "Resource not found". A subscribe is relayed
+    /// upstream (the upstream connection is shared, so the session's own subscriptions are kept
+    /// by its handler, `subscriptions::Subscribed`); an unsubscribe is not, since other sessions
+    /// may still be subscribed: the session just stops hearing of the URI.
     pub async fn subscription(
         &self,
         caller: &Caller,
-        uri: String,
+        uri: &str,
         subscribe: bool,
     ) -> Result<(), ErrorData> {
-        let Some(entry) = self.readable(caller, &uri) else {
-            return Err(resource_not_found(&uri));
+        let Some(entry) = self.readable(caller, uri) else {
+            return Err(resource_not_found(uri));
         };
+        if !subscribe {
+            return Ok(());
+        }
         let upstream = entry.upstream.clone();
-        #[allow(deprecated)] // the legacy methods are what pre-2026 upstreams serve
-        let asked = if subscribe {
-            let params = rmcp::model::SubscribeRequestParams::new(uri.clone());
-            self.ask_upstream(&upstream, async |peer| peer.subscribe(params).await)
-                .await
-        } else {
-            let params: rmcp::model::UnsubscribeRequestParams = typed(json!({"uri": uri.clone()}))?;
-            self.ask_upstream(&upstream, async |peer| peer.unsubscribe(params).await)
-                .await
-        };
+        let params = rmcp::model::SubscribeRequestParams::new(uri);
+        #[allow(deprecated)] // the legacy method is what pre-2026 upstreams serve
+        let asked = self
+            .ask_upstream(&upstream, async |peer| peer.subscribe(params).await)
+            .await;
         match asked {
             Ok(()) => Ok(()),
-            Err(CallError::Protocol(e)) if e.code.0 == -32602 => Err(resource_not_found(&uri)),
+            Err(CallError::Protocol(e)) if e.code.0 == -32602 => Err(resource_not_found(uri)),
             Err(e) => Err(upstream_failure(&upstream, e).0),
         }
     }

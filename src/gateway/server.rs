@@ -29,11 +29,14 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// rmcp's handler: one per session (or per stateless request), holding nothing. Each request is
-/// served by the version it was admitted under, which the HTTP layer put in the request's
-/// [`Admitted`] (rmcp hands the handler the HTTP request's `Parts` in the context's extensions).
-#[derive(Clone, Copy)]
-pub struct McpHandler;
+/// rmcp's handler: one per session (or per stateless request). Each request is served by the
+/// version it was admitted under, which the HTTP layer put in the request's [`Admitted`] (rmcp
+/// hands the handler the HTTP request's `Parts` in the context's extensions). It holds one thing
+/// of its session: the resource URIs the session subscribed to.
+#[derive(Clone, Default)]
+pub struct McpHandler {
+    subscribed: super::subscriptions::Subscribed,
+}
 
 /// The admission of the HTTP request behind `extensions` (an rmcp context's).
 fn admitted_of(extensions: &rmcp::model::Extensions) -> Result<&Admitted, ErrorData> {
@@ -89,6 +92,14 @@ impl ServerHandler for McpHandler {
         let Ok(admitted) = admitted_of(&context.extensions) else {
             return;
         };
+        if let Ok(caller) = caller_of(admitted) {
+            super::subscriptions::relay(
+                admitted.gateway.clone(),
+                caller.clone(),
+                self.subscribed.clone(),
+                context.peer.clone(),
+            );
+        }
         let mut changes = admitted.gateway.watch_tools();
         changes.mark_unchanged();
         tokio::spawn(async move {
@@ -266,8 +277,10 @@ impl ServerHandler for McpHandler {
             let caller = caller_of(admitted)?;
             admitted
                 .gateway
-                .subscription(caller, request.uri, true)
-                .await
+                .subscription(caller, &request.uri, true)
+                .await?;
+            self.subscribed.add(&request.uri);
+            Ok(())
         })
         .await
     }
@@ -287,8 +300,10 @@ impl ServerHandler for McpHandler {
                 let caller = caller_of(admitted)?;
                 admitted
                     .gateway
-                    .subscription(caller, request.uri, false)
-                    .await
+                    .subscription(caller, &request.uri, false)
+                    .await?;
+                self.subscribed.remove(&request.uri);
+                Ok(())
             },
         )
         .await

@@ -6,6 +6,7 @@
 //! upstream answers at once.
 
 mod connect;
+mod events;
 mod forward;
 mod h1;
 #[cfg(test)]
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{UpstreamConfig, UpstreamTransport};
 
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
+pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
