@@ -395,3 +395,39 @@ async fn updates_reach_only_the_subscribed_session() {
         Some("test://static-text")
     );
 }
+
+/// Proves `narrowgate check` reports the declared resources and prompts, and warns of a URI a
+/// contracted tool's description points to that no contract declares (offline: from the
+/// contract's own text), but not of a declared one.
+#[test]
+fn check_reports_resources_and_warns_of_undeclared_links() {
+    let contract = CONTRACT.replace(
+        "  touch_resource:\n",
+        "  touch_resource:\n    description: Touches test://static-text or test://undeclared-thing.\n",
+    );
+    let dir = common::ConfigDir::new(&config(), &[("demo.yaml", contract.as_str())]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .args(["check", "--offline", "--json", "--config"])
+        .arg(dir.config())
+        .output()
+        .expect("run check");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let resources: Vec<&str> = report["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["resource"].as_str())
+        .collect();
+    assert_eq!(
+        resources,
+        [
+            "test://static-text",
+            "test://static-binary",
+            "test://template/{id}/data"
+        ]
+    );
+    assert_eq!(report["prompts"].as_array().map(Vec::len), Some(3));
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("test://undeclared-thing"), "{warnings}");
+    assert!(!warnings.contains("`test://static-text`"), "{warnings}");
+}
