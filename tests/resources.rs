@@ -80,6 +80,9 @@ fn read(uri: &str) -> ReadResourceRequestParams {
 async fn listings_show_only_what_is_declared_and_allowed() {
     let gw = start();
     let alice = client(&gw.url, KEY).await;
+    let capabilities = &alice.peer_info().expect("initialized").capabilities;
+    assert!(capabilities.resources.is_some() && capabilities.prompts.is_some());
+    assert!(capabilities.completions.is_some());
     let resources = alice.list_all_resources().await.expect("resources/list");
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
     assert_eq!(uris, ["test://static-text", "test://static-binary"]);
@@ -244,6 +247,24 @@ async fn prompts_are_declared_allowed_and_their_arguments_checked() {
             .await,
     );
     assert!(e.message.contains("embeds a resource"), "{e:?}");
+
+    let receipts = receipts_json(&gw.config_path(), &["--limit", "100"]);
+    let mut greeting: Vec<&str> = receipts
+        .iter()
+        .filter(|r| r["tool"] == "greeting")
+        .filter_map(|r| r["outcome"].as_str())
+        .collect();
+    greeting.sort();
+    assert_eq!(
+        greeting,
+        [
+            "ok",
+            "rejected_input",
+            "rejected_input",
+            "rejected_input",
+            "rejected_input"
+        ]
+    );
 }
 
 /// Proves completion is relayed only for declared arguments and template variables, and values
