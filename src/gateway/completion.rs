@@ -34,6 +34,11 @@ impl Gateway {
                 let rule = prompt.argument(&argument).ok_or_else(unknown_argument)?;
                 reference.name = prompt.upstream_prompt.clone();
                 reference.title = None;
+                // Earlier arguments go upstream only when declared and within their rules.
+                if let Some(arguments) = request.context.as_mut().and_then(|c| c.arguments.as_mut())
+                {
+                    arguments.retain(|k, v| prompt.argument(k).is_some_and(|r| r.allows(v)));
+                }
                 (&prompt.upstream, rule)
             }
             Reference::Resource(reference) => {
@@ -47,6 +52,10 @@ impl Gateway {
                     .filter(|r| caller.may_read(r.declared()))
                     .ok_or_else(|| resource_not_found(&reference.uri))?;
                 let rule = template.variable(&argument).ok_or_else(unknown_argument)?;
+                if let Some(arguments) = request.context.as_mut().and_then(|c| c.arguments.as_mut())
+                {
+                    arguments.retain(|k, v| template.variable(k).is_some_and(|r| r.allows(v)));
+                }
                 (&template.upstream, rule)
             }
             // A kind of reference this version does not know: nothing is declared for it.
