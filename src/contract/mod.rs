@@ -301,12 +301,6 @@ impl ContractSet {
             .find(|r| matches!(&r.matcher, resources::UriMatch::Exact(u) if u == uri))
             .or_else(|| self.resources.iter().find(|r| r.matches(uri)))
     }
-
-    /// Whether any contract declares resources, prompts or completable arguments (the gateway
-    /// then declares those capabilities).
-    pub fn has_resources(&self) -> bool {
-        !self.resources.is_empty()
-    }
 }
 
 /// Checks one tool's fields and compiles its schemas. Errors carry a key suffix and a message.
