@@ -16,7 +16,9 @@
 //!   tools: [{tool, upstream, upstream_tool, file, status: enabled|disabled|unavailable|loaded,
 //!            reason, narrowing: {verdict: narrower|wider|empty|unproven, path, reason} | null,
 //!            output_narrowing: (the same, for `output` against the upstream's outputSchema) | null,
-//!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}]}`.
+//!            pin: matches|mismatch|unpinned|not_checked, pinned, upstream_digest}],
+//!   resources: [{resource, kind: uri|glob|template, upstream, file}],
+//!   prompts: [{prompt, upstream, upstream_prompt, file, arguments}]}`.
 //!
 //! The output side is judged like the input side, with one difference: a contract `output` wider
 //! than the upstream's outputSchema only promises results that never come (every result is
@@ -68,6 +70,8 @@ struct Report {
     warnings: Vec<String>,
     upstreams: Vec<UpstreamRow>,
     tools: Vec<ToolRow>,
+    resources: Vec<super::check_offer::ResourceRow>,
+    prompts: Vec<super::check_offer::PromptRow>,
 }
 
 #[derive(Serialize)]
@@ -380,6 +384,8 @@ fn build_report(
         }
         tools.push(row);
     }
+    let (resources, prompts) = super::check_offer::rows(config, contracts, &mut problems);
+    warnings.extend(super::check_offer::link_warnings(contracts, snapshots));
     Report {
         ok: problems.is_empty(),
         offline: snapshots.is_none(),
@@ -389,6 +395,8 @@ fn build_report(
         warnings,
         upstreams,
         tools,
+        resources,
+        prompts,
     }
 }
 
@@ -558,6 +566,7 @@ fn print_table(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         },
     )?;
     writeln!(out)?;
+    super::check_offer::print(out, &report.resources, &report.prompts)?;
     for w in &report.warnings {
         writeln!(out, "warning: {w}")?;
     }

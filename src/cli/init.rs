@@ -16,7 +16,7 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use crate::contract::{digest, schema, valid_tool_name};
-use crate::upstream::{Upstream, list_tools_once};
+use crate::upstream::{Upstream, list_offer_once, list_tools_once};
 
 /// `narrowgate init --help`: examples.
 pub(super) const AFTER_HELP: &str = "Examples:
@@ -70,7 +70,16 @@ pub fn run(config_path: &Path, upstream_name: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let rendered = render(upstream_name, &tools);
+    let mut rendered = render(upstream_name, &tools);
+    // Resources and prompts: an upstream that offers none (or fails to list them) adds nothing.
+    if let Ok(offer) = super::runtime(None)
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(list_offer_once(&upstream, LIST_WITHIN)))
+    {
+        rendered
+            .text
+            .push_str(&super::init_offer::render(&offer, yaml_string));
+    }
     for note in &rendered.left_out {
         eprintln!("narrowgate init: {note}");
     }

@@ -1,7 +1,9 @@
 //! The command line: `serve`, `check`, `init`, `receipts`, `hash-key`, `schema` and `completions`.
 
 mod check;
+mod check_offer;
 mod init;
+mod init_offer;
 mod receipts;
 mod schema;
 mod serve;

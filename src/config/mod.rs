@@ -4,6 +4,7 @@
 //! Loading is strict on purpose: an unknown key is an error, because a misspelt policy key that was
 //! silently ignored would weaken the policy without anyone noticing.
 
+pub mod glob;
 pub mod http_limits;
 pub mod jwks;
 pub mod schema;
@@ -211,6 +212,13 @@ pub struct CallerConfig {
     /// default.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Globs over resource URIs (and URI templates, as declared) this caller may list, read,
+    /// subscribe to and complete; none by default.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Globs over exposed prompt names this caller may list, get and complete; none by default.
+    #[serde(default)]
+    pub prompts: Vec<String>,
     /// A rate limit over all of this caller's calls.
     pub rate: Option<Rate>,
     /// The OAuth scopes this API-key caller holds, checked against the contracts' `scopes`.
@@ -262,6 +270,13 @@ pub struct RoleConfig {
     /// union of its roles'.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Globs over resource URIs (and URI templates, as declared); a token's are the union of its
+    /// roles'.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Globs over exposed prompt names; a token's are the union of its roles'.
+    #[serde(default)]
+    pub prompts: Vec<String>,
     /// A rate limit over all of a token's calls; a token with several roles gets the most generous.
     pub rate: Option<Rate>,
 }

@@ -9,6 +9,7 @@ pub mod enforce;
 pub mod keywords;
 pub mod narrow;
 pub mod publish;
+pub mod resources;
 pub mod schema;
 
 #[cfg(test)]
@@ -46,6 +47,16 @@ pub struct ContractFile {
     #[serde(default)]
     #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z0-9_-]{1,64}$"}))]
     tools: BTreeMap<String, ToolContractFields>,
+    /// The upstream's resources clients may list and read, under the upstream's own URIs: exact
+    /// URIs, globs over them, or URI templates. A URI no entry matches does not exist for
+    /// clients.
+    #[serde(default)]
+    resources: Vec<resources::ResourceFields>,
+    /// The upstream's prompts clients may list and get, by exposed name (unique across all
+    /// contract files).
+    #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z0-9_-]{1,64}$"}))]
+    prompts: BTreeMap<String, resources::PromptFields>,
 }
 
 /// A tool's contract as written in the file.
@@ -184,6 +195,10 @@ impl std::fmt::Debug for ToolContract {
 #[derive(Debug, Default)]
 pub struct ContractSet {
     pub tools: BTreeMap<String, Arc<ToolContract>>,
+    /// Every `resources:` entry, in file order.
+    pub resources: Vec<Arc<resources::ResourceContract>>,
+    /// Every prompt contract, by exposed name.
+    pub prompts: BTreeMap<String, Arc<resources::PromptContract>>,
 }
 
 /// `^[A-Za-z0-9_-]{1,64}$`: the tool names LLM provider APIs accept.
@@ -253,7 +268,48 @@ impl ContractSet {
                 })?;
             self.tools.insert(name, Arc::new(contract));
         }
+        for (i, fields) in parsed.resources.into_iter().enumerate() {
+            let entry = resources::build_resource(file, &parsed.upstream, i, fields)
+                .map_err(|(key, message)| LoadError::invalid(file, key, message))?;
+            if let Some(existing) = resources::clash(&self.resources, &entry) {
+                return Err(LoadError::invalid(
+                    file,
+                    format!("resources.{i}"),
+                    format!(
+                        "`{}` is already declared in {} (`{}`); a URI belongs to one upstream",
+                        entry.declared(),
+                        existing.file.display(),
+                        existing.declared()
+                    ),
+                ));
+            }
+            self.resources.push(Arc::new(entry));
+        }
+        for (name, fields) in parsed.prompts {
+            if let Some(existing) = self.prompts.get(&name) {
+                return Err(LoadError::invalid(
+                    file,
+                    format!("prompts.{name}"),
+                    format!(
+                        "prompt name `{name}` is already declared in {}; exposed names must be unique",
+                        existing.file.display()
+                    ),
+                ));
+            }
+            let entry = resources::build_prompt(file, &parsed.upstream, &name, fields)
+                .map_err(|(key, message)| LoadError::invalid(file, key, message))?;
+            self.prompts.insert(name, Arc::new(entry));
+        }
         Ok(())
+    }
+
+    /// The resource entry a read of `uri` falls under: an exact URI first, else the first
+    /// glob or template (in file order) that matches it.
+    pub fn resource_for(&self, uri: &str) -> Option<&Arc<resources::ResourceContract>> {
+        self.resources
+            .iter()
+            .find(|r| matches!(&r.matcher, resources::UriMatch::Exact(u) if u == uri))
+            .or_else(|| self.resources.iter().find(|r| r.matches(uri)))
     }
 }
 
@@ -416,6 +472,79 @@ mod tests {
             e.contains("a.yaml") && e.contains("b.yaml") && e.contains("tools.t"),
             "{e}"
         );
+    }
+
+    /// Proves a URI two upstreams both expose (the same URI, or one upstream's exact URI inside
+    /// another's glob) and a prompt declared twice are load errors naming both files.
+    #[test]
+    fn duplicate_resources_and_prompts_name_both_files() {
+        let cases = [
+            (
+                "upstream: a\nresources:\n  - uri: test://x\n",
+                "upstream: b\nresources:\n  - uri: test://x\n",
+                "resources.0",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri: 'test://*'\n",
+                "upstream: b\nresources:\n  - uri: test://x\n",
+                "resources.0",
+            ),
+            (
+                "upstream: a\nprompts:\n  p: {}\n",
+                "upstream: b\nprompts:\n  p: {}\n",
+                "prompts.p",
+            ),
+        ];
+        for (a, b, key) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write(dir.path(), "a.yaml", a);
+            write(dir.path(), "b.yaml", b);
+            let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("a.yaml") && e.contains("b.yaml") && e.contains(key),
+                "{e}"
+            );
+        }
+    }
+
+    /// Proves malformed resource and prompt entries are refused with their key.
+    #[test]
+    fn invalid_resources_and_prompts_are_refused_with_the_key() {
+        let cases = [
+            (
+                "upstream: a\nresources:\n  - description: x\n",
+                "resources.0",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri_template: 't://{id}'\n",
+                "resources.0.variables",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri_template: 't://{id}'\n    variables: {id: {pattern: '('}}\n",
+                "resources.0.variables.id",
+            ),
+            (
+                "upstream: a\nresources:\n  - uri: t://x\n    mime_type: [a]\n",
+                "unknown field `mime_type`",
+            ),
+            (
+                "upstream: a\nprompts:\n  p: {arguments: {x: {pattern: '['}}}\n",
+                "prompts.p.arguments.x",
+            ),
+            (
+                "upstream: a\nprompts:\n  'bad name': {}\n",
+                "prompts.bad name",
+            ),
+        ];
+        for (text, expected) in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write(dir.path(), "c.yaml", text);
+            let e = ContractSet::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(expected) && e.contains("c.yaml"),
+                "{text:?} gave {e}"
+            );
+        }
     }
 
     #[test]

@@ -63,7 +63,11 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     let rmcp_sessions = Arc::new(LocalSessionManager::default());
-    let mcp = StreamableHttpService::new(move || Ok(McpHandler), rmcp_sessions.clone(), mcp_config);
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpHandler::default()),
+        rmcp_sessions.clone(),
+        mcp_config,
+    );
     let layers = Layers {
         live: live.clone(),
         sessions: Arc::new(SessionOwners::default()),

@@ -10,6 +10,7 @@
 
 mod capacity;
 pub mod catalog;
+mod completion;
 pub mod connections;
 pub mod dedupe;
 mod direct;
@@ -20,11 +21,14 @@ pub mod live;
 pub mod message;
 mod origin;
 pub mod pipeline;
+mod prompts;
 mod rejection;
 pub mod request;
 mod request_ids;
+pub mod resources;
 pub mod server;
 mod sessions;
+mod subscriptions;
 
 #[doc(hidden)]
 pub use direct::qualifies as direct_call_qualifies;

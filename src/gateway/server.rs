@@ -6,10 +6,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
-    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -27,11 +29,14 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// rmcp's handler: one per session (or per stateless request), holding nothing. Each request is
-/// served by the version it was admitted under, which the HTTP layer put in the request's
-/// [`Admitted`] (rmcp hands the handler the HTTP request's `Parts` in the context's extensions).
-#[derive(Clone, Copy)]
-pub struct McpHandler;
+/// rmcp's handler: one per session (or per stateless request). Each request is served by the
+/// version it was admitted under, which the HTTP layer put in the request's [`Admitted`] (rmcp
+/// hands the handler the HTTP request's `Parts` in the context's extensions). It holds one thing
+/// of its session: the resource URIs the session subscribed to.
+#[derive(Clone, Default)]
+pub struct McpHandler {
+    subscribed: super::subscriptions::Subscribed,
+}
 
 /// The admission of the HTTP request behind `extensions` (an rmcp context's).
 fn admitted_of(extensions: &rmcp::model::Extensions) -> Result<&Admitted, ErrorData> {
@@ -87,6 +92,14 @@ impl ServerHandler for McpHandler {
         let Ok(admitted) = admitted_of(&context.extensions) else {
             return;
         };
+        if let Ok(caller) = caller_of(admitted) {
+            super::subscriptions::relay(
+                admitted.gateway.clone(),
+                caller.clone(),
+                self.subscribed.clone(),
+                context.peer.clone(),
+            );
+        }
         let mut changes = admitted.gateway.watch_tools();
         changes.mark_unchanged();
         tokio::spawn(async move {
@@ -143,7 +156,11 @@ impl ServerHandler for McpHandler {
     ) -> Result<InitializeResult, ErrorData> {
         telemetry::serve("initialize", None, inbound(&context), async || {
             context.peer.set_peer_info(request.clone());
-            self.negotiate_initialize(&request)
+            let mut result = self.negotiate_initialize(&request)?;
+            if let Ok(admitted) = admitted_of(&context.extensions) {
+                declare_capabilities(&admitted.gateway, &mut result.capabilities);
+            }
+            Ok(result)
         })
         .await
     }
@@ -154,9 +171,13 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         telemetry::serve("server/discover", None, inbound(&context), async || {
+            let mut info = ServerHandler::get_info(self);
+            if let Ok(admitted) = admitted_of(&context.extensions) {
+                declare_capabilities(&admitted.gateway, &mut info.capabilities);
+            }
             Ok(DiscoverResult::from_server_info(
                 PROTOCOL_VERSIONS.to_vec(),
-                ServerHandler::get_info(self),
+                info,
             ))
         })
         .await
@@ -182,6 +203,162 @@ impl ServerHandler for McpHandler {
                 .collect();
             // The list depends on who asks: no intermediary may serve it to anyone else.
             Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
+        })
+        .await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        telemetry::serve("resources/list", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            admitted.gateway.list_resources(caller_of(admitted)?).await
+        })
+        .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        telemetry::serve(
+            "resources/templates/list",
+            None,
+            inbound(&context),
+            async || {
+                let admitted = admitted_of(&context.extensions)?;
+                admitted
+                    .gateway
+                    .list_resource_templates(caller_of(admitted)?)
+            },
+        )
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let admitted = admitted_of(&context.extensions)?;
+        // Span names stay a bounded set: only a declared URI names the span.
+        let known = admitted
+            .gateway
+            .contracts
+            .resource_for(&request.uri)
+            .is_some();
+        let target = known.then(|| request.uri.clone());
+        telemetry::serve(
+            "resources/read",
+            target.as_deref(),
+            inbound(&context),
+            async || {
+                admitted
+                    .gateway
+                    .read_resource(caller_of(admitted)?, request)
+                    .await
+            },
+        )
+        .await
+        .map(Into::into)
+    }
+
+    #[allow(deprecated)] // clients before 2026-07-28 subscribe this way
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve("resources/subscribe", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            let caller = caller_of(admitted)?;
+            admitted
+                .gateway
+                .subscription(caller, &request.uri, true)
+                .await?;
+            self.subscribed.add(&request.uri);
+            Ok(())
+        })
+        .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve(
+            "resources/unsubscribe",
+            None,
+            inbound(&context),
+            async || {
+                let admitted = admitted_of(&context.extensions)?;
+                let caller = caller_of(admitted)?;
+                admitted
+                    .gateway
+                    .subscription(caller, &request.uri, false)
+                    .await?;
+                self.subscribed.remove(&request.uri);
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        telemetry::serve("prompts/list", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            admitted.gateway.list_prompts(caller_of(admitted)?)
+        })
+        .await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let admitted = admitted_of(&context.extensions)?;
+        let known = admitted
+            .gateway
+            .contracts
+            .prompts
+            .contains_key(&request.name);
+        let target = known.then(|| request.name.clone());
+        telemetry::serve(
+            "prompts/get",
+            target.as_deref(),
+            inbound(&context),
+            async || {
+                admitted
+                    .gateway
+                    .get_prompt(caller_of(admitted)?, request)
+                    .await
+            },
+        )
+        .await
+        .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        telemetry::serve("completion/complete", None, inbound(&context), async || {
+            let admitted = admitted_of(&context.extensions)?;
+            admitted
+                .gateway
+                .complete(caller_of(admitted)?, request)
+                .await
         })
         .await
     }
@@ -226,4 +403,23 @@ pub(super) async fn answer_tools_call(
         Ok(result)
     })
     .await
+}
+
+/// Declares the resources, prompts and completions capabilities when the version's contracts
+/// declare any resources or prompts (what is not declared is not offered).
+fn declare_capabilities(gateway: &Gateway, capabilities: &mut ServerCapabilities) {
+    let contracts = &gateway.contracts;
+    if !contracts.resources.is_empty() {
+        capabilities.resources = serde_json::from_value(serde_json::json!({
+            "subscribe": true, "listChanged": true
+        }))
+        .ok();
+    }
+    if !contracts.prompts.is_empty() {
+        capabilities.prompts =
+            serde_json::from_value(serde_json::json!({"listChanged": true})).ok();
+    }
+    if !contracts.resources.is_empty() || !contracts.prompts.is_empty() {
+        capabilities.completions = Some(Default::default());
+    }
 }

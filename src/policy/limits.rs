@@ -387,6 +387,8 @@ mod tests {
         Caller {
             name: name.into(),
             tools: vec!["*".into()],
+            resources: vec![],
+            prompts: vec![],
             scopes: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
         }

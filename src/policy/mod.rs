@@ -11,7 +11,6 @@
 //! (2025-11-25): the client must see the tool to try it and learn which scopes to ask for.
 //! [`limits`] holds the rate limits.
 
-mod glob;
 mod jwks;
 pub mod limits;
 pub mod names;
@@ -24,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Rate};
 
-pub use glob::glob_match;
+pub use crate::config::glob::glob_match;
 pub use oauth::{TokenError, TokenValidator};
 
 /// An authenticated caller, as policy sees it.
@@ -33,6 +32,10 @@ pub struct Caller {
     pub name: String,
     /// Globs over exposed tool names.
     pub tools: Vec<String>,
+    /// Globs over resource URIs (and declared URI templates).
+    pub resources: Vec<String>,
+    /// Globs over exposed prompt names.
+    pub prompts: Vec<String>,
     pub scopes: Vec<String>,
     pub rate: Option<Rate>,
 }
@@ -41,6 +44,21 @@ impl Caller {
     /// Whether this caller may see and call the exposed tool `tool`.
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.iter().any(|pattern| glob_match(pattern, tool))
+    }
+
+    /// Whether this caller may see, read and subscribe to the resource `uri` (or the declared
+    /// URI template `uri`).
+    pub fn may_read(&self, uri: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|pattern| glob_match(pattern, uri))
+    }
+
+    /// Whether this caller may see and get the exposed prompt `prompt`.
+    pub fn may_get(&self, prompt: &str) -> bool {
+        self.prompts
+            .iter()
+            .any(|pattern| glob_match(pattern, prompt))
     }
 
     /// The scopes of `required` this caller does not hold (empty: it holds them all).
@@ -86,6 +104,8 @@ impl Authenticator {
             let caller = Arc::new(Caller {
                 name: c.name.clone(),
                 tools: c.tools.clone(),
+                resources: c.resources.clone(),
+                prompts: c.prompts.clone(),
                 scopes: c.scopes.clone(),
                 rate: c.rate,
             });
@@ -193,6 +213,8 @@ mod tests {
             api_key_env: None,
             anonymous,
             tools: vec!["read_*".into()],
+            resources: vec![],
+            prompts: vec![],
             rate: None,
             scopes: vec![],
         }
@@ -246,6 +268,8 @@ mod tests {
         let c = Caller {
             name: "c".into(),
             tools: vec![],
+            resources: vec![],
+            prompts: vec![],
             scopes: vec!["a".into(), "b".into()],
             rate: None,
         };
@@ -268,6 +292,8 @@ mod tests {
         let mut c = Caller {
             name: "c".into(),
             tools: vec![],
+            resources: vec![],
+            prompts: vec![],
             scopes: vec![],
             rate: None,
         };

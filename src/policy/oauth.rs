@@ -202,14 +202,20 @@ impl TokenValidator {
                 }
             }
         }
-        let mut tools: Vec<String> = Vec::new();
-        for role in &roles {
-            for glob in &role.tools {
-                if !tools.contains(glob) {
-                    tools.push(glob.clone());
+        let union = |of: fn(&RoleConfig) -> &Vec<String>| {
+            let mut all: Vec<String> = Vec::new();
+            for role in &roles {
+                for glob in of(role) {
+                    if !all.contains(glob) {
+                        all.push(glob.clone());
+                    }
                 }
             }
-        }
+            all
+        };
+        let tools = union(|r| &r.tools);
+        let resources = union(|r| &r.resources);
+        let prompts = union(|r| &r.prompts);
         let rate = roles
             .iter()
             .filter_map(|r| r.rate)
@@ -229,6 +235,8 @@ impl TokenValidator {
             // logs, receipts and spans (distinct claims stay distinct names).
             name: super::names::caller_name(name).into_owned(),
             tools,
+            resources,
+            prompts,
             scopes,
             rate,
         })

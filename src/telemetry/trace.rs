@@ -61,6 +61,12 @@ impl ToolOutcome for CallToolResult {
     }
 }
 impl ToolOutcome for ListToolsResult {}
+impl ToolOutcome for rmcp::model::ListResourcesResult {}
+impl ToolOutcome for rmcp::model::ListResourceTemplatesResult {}
+impl ToolOutcome for rmcp::model::ReadResourceResult {}
+impl ToolOutcome for rmcp::model::ListPromptsResult {}
+impl ToolOutcome for rmcp::model::GetPromptResult {}
+impl ToolOutcome for rmcp::model::CompleteResult {}
 impl ToolOutcome for InitializeResult {}
 impl ToolOutcome for DiscoverResult {}
 impl ToolOutcome for () {}
@@ -128,9 +134,18 @@ pub async fn serve<T: ToolOutcome>(
                 KeyValue::new("network.transport", "tcp"),
                 KeyValue::new("network.protocol.name", "http"),
             ];
-            if let Some(tool) = target {
-                attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
-                attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+            match (method, target) {
+                ("resources/read", Some(uri)) => {
+                    attributes.push(KeyValue::new("mcp.resource.uri", uri.to_string()));
+                }
+                ("prompts/get", Some(prompt)) => {
+                    attributes.push(KeyValue::new("gen_ai.prompt.name", prompt.to_string()));
+                }
+                (_, Some(tool)) => {
+                    attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
+                    attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+                }
+                (_, None) => {}
             }
             if let Some(version) = &inbound.protocol {
                 attributes.push(KeyValue::new(

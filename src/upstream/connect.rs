@@ -36,6 +36,22 @@ impl ClientHandler for UpstreamClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
     }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        super::events::publish(super::events::ResourceEvent::Updated(params.uri));
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::events::publish(super::events::ResourceEvent::ResourcesListChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::events::publish(super::events::ResourceEvent::PromptsListChanged);
+    }
 }
 
 pub type Connection = RunningService<RoleClient, UpstreamClient>;

@@ -6,6 +6,7 @@
 //! upstream answers at once.
 
 mod connect;
+mod events;
 mod forward;
 mod h1;
 #[cfg(test)]
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{UpstreamConfig, UpstreamTransport};
 
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
+pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
@@ -174,6 +176,14 @@ impl Upstream {
             peer: current.peer.clone()?,
             forwarder: current.forwarder.clone(),
         })
+    }
+
+    /// The current connection, for requests other than `tools/call` (resources, prompts,
+    /// completion), which the gateway sends through rmcp's client; unavailable when down.
+    pub fn peer(&self) -> Result<Peer<RoleClient>, CallError> {
+        self.route()
+            .map(|r| r.peer)
+            .ok_or_else(|| CallError::Unavailable(self.name.clone()))
     }
 
     /// One attempt of a call, in its own span `S` (whose context goes upstream in `_meta`).
@@ -406,6 +416,41 @@ pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Ve
             .map_err(|e| format!("listing tools failed: {e}"));
         let _ = connection.cancel().await;
         tools
+    };
+    tokio::time::timeout(within, attempt)
+        .await
+        .map_err(|_| format!("no answer within {within:?}"))?
+}
+
+/// What an upstream offers besides tools: its resources, resource templates and prompts (each
+/// empty when it offers none, or does not answer the list).
+#[derive(Debug, Default)]
+pub struct Offer {
+    pub resources: Vec<rmcp::model::Resource>,
+    pub templates: Vec<rmcp::model::ResourceTemplate>,
+    pub prompts: Vec<rmcp::model::Prompt>,
+}
+
+/// Connects once and lists the upstream's resources, templates and prompts: for `init`.
+pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Offer, String> {
+    let attempt = async {
+        let Connected { connection, .. } = connect(
+            &upstream.name,
+            &upstream.transport,
+            UpstreamClient {
+                tools_changed: Arc::new(Notify::new()),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let peer = connection.peer();
+        let offer = Offer {
+            resources: peer.list_all_resources().await.unwrap_or_default(),
+            templates: peer.list_all_resource_templates().await.unwrap_or_default(),
+            prompts: peer.list_all_prompts().await.unwrap_or_default(),
+        };
+        let _ = connection.cancel().await;
+        Ok(offer)
     };
     tokio::time::timeout(within, attempt)
         .await

@@ -1,4 +1,4 @@
-//! Glob patterns over tool names: `*` matches any run of characters, `?` exactly one.
+//! Glob patterns over tool names, resource URIs and prompt names: `*` matches any run of characters, `?` exactly one.
 
 /// Whether `name` matches `pattern` as a whole.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
