@@ -219,6 +219,31 @@ fn an_unreachable_or_newer_database_is_a_clear_error_at_start() {
     );
 }
 
+/// Proves: when PostgreSQL restarts under a running gateway (every connection cut), the next
+/// call's receipt is still written before its answer: the writer finds its connection broken,
+/// opens a new one and sends the batch again.
+#[tokio::test]
+async fn receipts_survive_a_postgresql_restart() {
+    let mut pg = Postgres::start();
+    let gw = start(&pg.url());
+    let alice = client(&gw.url, KEY).await;
+    call(&alice, "echo", json!({"message": "before"}))
+        .await
+        .expect("answered");
+    assert_eq!(count(&pg, "postgres"), 1);
+    pg.restart();
+    call(&alice, "echo", json!({"message": "after"}))
+        .await
+        .expect("answered");
+    assert_eq!(
+        count(&pg, "postgres"),
+        2,
+        "the receipt after the restart is written\n{}",
+        gw.log()
+    );
+    assert!(!gw.log().contains("RECEIPT NOT WRITTEN"), "{}", gw.log());
+}
+
 fn version(pg: &Postgres, db: &str) -> Option<String> {
     pg.value_in(
         db,

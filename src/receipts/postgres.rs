@@ -62,7 +62,8 @@ const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, up
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
     $8::text[], $9::text[], $10::int8[], $11::bool[], $12::float8[], $13::text[], $14::text[]) \
     AS t(id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
-    outcome, attempts, replayed, duration_ms, trace_id, arguments)";
+    outcome, attempts, replayed, duration_ms, trace_id, arguments) \
+    ON CONFLICT (id) DO NOTHING";
 
 /// `url` without its password, for messages and logs.
 pub fn display_url(url: &str) -> String {
@@ -143,8 +144,21 @@ impl PgWriter {
         Ok(self.client.insert(open))
     }
 
-    /// Inserts `receipts` in one statement (so one transaction).
+    /// Inserts `receipts` in one statement (so one transaction). A connection found broken (the
+    /// server restarted, a failover) is opened again and the batch sent once more: ids are unique,
+    /// so a batch that was committed before the connection broke is not written twice.
     pub fn insert(&mut self, receipts: &[&Receipt]) -> Result<(), postgres::Error> {
+        match self.insert_once(receipts) {
+            Err(e) if e.is_closed() || self.client.as_ref().is_some_and(|(c, _)| c.is_closed()) => {
+                tracing::warn!(url = %self.location, error = %e, "the receipts database connection broke; reconnecting");
+                self.client = None;
+                self.insert_once(receipts)
+            }
+            result => result,
+        }
+    }
+
+    fn insert_once(&mut self, receipts: &[&Receipt]) -> Result<(), postgres::Error> {
         let column = |f: fn(&Receipt) -> Option<String>| receipts.iter().map(|r| f(r)).collect();
         let ids: Vec<Option<String>> = column(|r| Some(r.id.clone()));
         let times: Vec<Option<String>> = column(|r| Some(r.time.clone()));

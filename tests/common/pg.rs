@@ -50,32 +50,50 @@ impl Postgres {
             String::from_utf8_lossy(&initdb.stderr)
         );
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("postgres.log")).expect("log file");
-        let child = as_server_user(&bin.join("postgres"), as_root)
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
-            .arg("-k")
-            .arg(dir.path())
-            .args(["-c", "fsync=off"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start postgres");
+        let child = spawn_server(dir.path(), port);
         let pg = Postgres { child, port, dir };
+        pg.wait_ready();
+        pg
+    }
+
+    /// Stops the server and starts it again on the same port and data, as a restart or a
+    /// failover does: every open connection is cut.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = spawn_server(self.dir.path(), self.port);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match pg.try_batch("SELECT 1") {
-                Ok(()) => return pg,
+            match self.try_batch("SELECT 1") {
+                Ok(()) => return,
                 Err(e) if Instant::now() > deadline => {
                     panic!(
                         "PostgreSQL did not accept queries within 30 s: {e}\n{}",
-                        pg.log()
+                        self.log()
                     )
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
+    }
+
+    /// A fast shutdown (SIGINT), then SIGKILL if it has not stopped within 10 s.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// A URL for the database `db` over TCP.
@@ -135,21 +153,30 @@ impl Postgres {
 }
 
 impl Drop for Postgres {
-    /// A fast shutdown (SIGINT), then SIGKILL if it has not stopped within 10 s.
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
+}
+
+/// `postgres` on the cluster in `dir`/data, on `port` and with its socket in `dir`, logging to
+/// `dir`/postgres.log (appended: a restart keeps the earlier log).
+fn spawn_server(dir: &Path, port: u16) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("postgres.log"))
+        .expect("log file");
+    as_server_user(&server_bin_dir().join("postgres"), is_root())
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+        .arg("-k")
+        .arg(dir)
+        .args(["-c", "fsync=off"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start postgres")
 }
 
 fn connect(url: &str) -> Result<postgres::Client, postgres::Error> {
