@@ -26,7 +26,8 @@ use rusqlite::{Connection, OpenFlags, params};
 use tokio::sync::oneshot;
 
 use super::postgres::PgWriter;
-use super::{Call, Receipt, Settings, id_floor, millis_ago};
+use super::{Call, Receipt, Settings};
+use backend::Backend;
 
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 2;
@@ -431,40 +432,6 @@ struct Writer {
     location: String,
 }
 
-/// Where receipts are written.
-enum Backend {
-    Sqlite(Connection),
-    /// Only ever used on the writer thread. Boxed: it is much larger than a SQLite connection.
-    Postgres(Box<PgWriter>),
-}
-
-impl Backend {
-    /// Inserts `receipts` in one transaction; the error as text, for the log.
-    fn insert(&mut self, receipts: &[&Receipt]) -> Result<(), String> {
-        match self {
-            Backend::Sqlite(connection) => insert(connection, receipts).map_err(|e| e.to_string()),
-            Backend::Postgres(writer) => writer.insert(receipts).map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Deletes up to [`PRUNE_CHUNK`] receipts older than `retention`.
-    fn prune(&mut self, retention: Duration) -> Result<usize, String> {
-        match self {
-            Backend::Sqlite(connection) => connection
-                .execute(
-                    "DELETE FROM receipts WHERE id IN \
-                     (SELECT id FROM receipts WHERE id < ?1 LIMIT ?2)",
-                    params![id_floor(millis_ago(retention)), PRUNE_CHUNK as i64],
-                )
-                .map_err(|e| e.to_string()),
-            Backend::Postgres(writer) => writer
-                .prune(retention, PRUNE_CHUNK)
-                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-                .map_err(|e| e.to_string()),
-        }
-    }
-}
-
 /// The writer thread: commits in `fsync` mode and what callers' commits left over, and the
 /// retention.
 struct Background {
@@ -631,5 +598,6 @@ pub fn open_for_reading(path: &Path) -> Result<Connection, ReceiptError> {
     Ok(connection)
 }
 
+mod backend;
 #[cfg(test)]
 mod tests;
