@@ -35,6 +35,8 @@ cargo test --all-targets
 # the seeds and what they quickly reach; long runs are done by hand (figures in fuzz/README.md).
 step "fuzz/run.sh 10 (six fuzz targets, 10 s each)"
 fuzz/run.sh 10
+step "deploy/helm/test.sh (helm lint, template, Kubernetes schemas)"
+deploy/helm/test.sh
 step "docker/lint.sh (hadolint, compose and image config checks)"
 docker/lint.sh
 step "all checks passed"

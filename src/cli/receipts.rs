@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::config::units::parse_duration;
-use crate::receipts::query::{self, Filter};
+use crate::receipts::query::{Filter, Source};
 use crate::receipts::{Outcome, Receipt, Settings};
 
 #[derive(clap::Args)]
@@ -33,10 +33,10 @@ pub struct ReceiptsArgs {
     /// Print a JSON array of receipts (one per line) instead of a table.
     #[arg(long)]
     json: bool,
-    /// Read this receipts database instead of the one the configuration names. No configuration
-    /// is loaded: for a machine without the gateway's environment (its `${VAR}`s, its
-    /// `api_key_env` keys), or a copy of the file.
-    #[arg(long, value_name = "FILE")]
+    /// Read this receipts database instead of the one the configuration names: a SQLite file, or
+    /// a PostgreSQL URL (postgres://…). No configuration is loaded: for a machine without the
+    /// gateway's environment (its `${VAR}`s, its `api_key_env` keys), or a copy of the file.
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<std::path::PathBuf>,
 }
 
@@ -53,10 +53,10 @@ fn outcome(text: &str) -> Result<Outcome, String> {
 /// Exit status: 0 listed (possibly nothing, or cut short by a reader that stopped early), 1 the
 /// database cannot be read or stdout cannot be written, 2 unusable input.
 pub fn run(args: ReceiptsArgs) -> ExitCode {
-    let path = match args.db {
-        Some(db) => db,
+    let source = match args.db {
+        Some(db) => Source::named(&db),
         None => match Config::load(&args.config.config) {
-            Ok(config) => Settings::of(&config).path,
+            Ok(config) => Source::of(&Settings::of(&config)),
             Err(e) => {
                 eprintln!(
                     "narrowgate: {e}\nnarrowgate: to read the receipts without the gateway's \
@@ -73,7 +73,7 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
         since: args.since,
         limit: args.limit,
     };
-    let receipts = match query::receipts(&path, &filter) {
+    let receipts = match source.receipts(&filter) {
         Ok(receipts) => receipts,
         Err(e) => {
             eprintln!("narrowgate: {e}");
@@ -81,7 +81,7 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
         }
     };
     if receipts.is_empty() && !args.json {
-        eprintln!("no matching receipts in {}", path.display());
+        eprintln!("no matching receipts in {source}");
         return ExitCode::SUCCESS;
     }
     let printed = super::check::write_stdout("receipts", |out| {

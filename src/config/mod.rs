@@ -313,9 +313,14 @@ pub enum OtlpProtocol {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptsConfig {
-    /// The SQLite database file, relative to the configuration file.
-    #[serde(default = "default_receipts_path")]
-    pub path: PathBuf,
+    /// The SQLite database file, relative to the configuration file (default
+    /// `data/receipts.db`). Set either `path` or `url`, not both.
+    pub path: Option<PathBuf>,
+    /// A PostgreSQL database shared by the replicas, as `postgres://user:password@host:port/db`
+    /// (or `postgresql://…`; `?host=/run/postgresql` for a unix socket). The gateway creates and
+    /// migrates its tables there (`receipts`, `narrowgate_schema_version`). Write the password as
+    /// `${VAR}` to keep it out of the file. Set either `path` or `url`, not both.
+    pub url: Option<String>,
     /// Keep the arguments of each call (after removing the contract's `redact` pointers) besides
     /// their SHA-256.
     #[serde(default)]
@@ -369,9 +374,6 @@ fn default_caller_claim() -> String {
 fn default_service_name() -> String {
     "narrowgate".into()
 }
-fn default_receipts_path() -> PathBuf {
-    PathBuf::from("data/receipts.db")
-}
 
 impl Config {
     /// Loads, expands and validates the configuration at `path`. `NARROWGATE_LISTEN` overrides `listen`.
@@ -422,8 +424,10 @@ impl Config {
         {
             oauth.jwks_file = Some(base.join(file));
         }
-        if let Some(receipts) = &mut self.receipts {
-            receipts.path = base.join(&receipts.path);
+        if let Some(receipts) = &mut self.receipts
+            && let Some(path) = &receipts.path
+        {
+            receipts.path = Some(base.join(path));
         }
     }
 
@@ -452,6 +456,26 @@ impl Config {
                     self.max_result_bytes.0, self.error_text_bytes.0
                 ),
             );
+        }
+        if let Some(receipts) = &self.receipts {
+            match (&receipts.path, &receipts.url) {
+                (Some(_), Some(_)) => {
+                    return err(
+                        "receipts",
+                        "set either `path` (SQLite) or `url` (PostgreSQL), not both".into(),
+                    );
+                }
+                (None, Some(url))
+                    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
+                {
+                    return err(
+                        "receipts.url",
+                        "must be a PostgreSQL URL: postgres://user:password@host:5432/database"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
         }
         for origin in &self.allowed_origins {
             if !origin.contains("://") {
@@ -724,6 +748,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("listen_port"), "{e}");
+    }
+
+    /// Proves: receipts go to exactly one place: `path` and `url` together are refused, and `url`
+    /// must be a PostgreSQL URL.
+    #[test]
+    fn receipts_take_a_path_or_a_postgres_url_not_both() {
+        let e = parse("receipts:\n  path: r.db\n  url: postgres://h/db\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("receipts") && e.contains("not both"), "{e}");
+        let e = parse("receipts:\n  url: mysql://h/db\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("receipts.url"), "{e}");
+        assert!(parse("receipts:\n  url: postgresql://gw@h:5432/db\n").is_ok());
+        assert!(parse("receipts:\n  retention: 7d\n").is_ok());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! while the gateway runs.
 //!
 //! Where the database lives: `receipts.path` in the configuration, relative to the configuration
-//! file. Without a `receipts` block it is still written, to `data/receipts.db` next to the
+//! file, or a PostgreSQL database shared by replicas with `receipts.url` ([`postgres`]). Without a `receipts` block it is still written, to `data/receipts.db` next to the
 //! configuration file ([`DEFAULT_PATH`]): every call leaves a receipt, so there is no "off" switch.
 //! Without `retention`, receipts are kept until an operator deletes them.
 //!
@@ -19,6 +19,7 @@
 //! resist that guessing, but it would need a key kept secret from the receipts' readers and
 //! stable across restarts to be of any use; no digest at all is the simpler promise.
 
+pub mod postgres;
 pub mod query;
 pub mod store;
 
@@ -109,8 +110,11 @@ impl std::fmt::Display for Outcome {
 /// The receipt settings of a configuration, with the documented defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// The SQLite database file (absolute, or relative to the working directory).
+    /// The SQLite database file (absolute, or relative to the working directory); unused when
+    /// `url` is set.
     pub path: PathBuf,
+    /// The PostgreSQL database (`receipts.url`), instead of the SQLite file.
+    pub url: Option<String>,
     /// Keep the redacted arguments, not only their digest.
     pub store_arguments: bool,
     /// Receipts older than this are deleted; `None` keeps them forever.
@@ -126,13 +130,18 @@ impl Settings {
         match &config.receipts {
             // The loader already resolved `path` against the configuration file.
             Some(r) => Settings {
-                path: r.path.clone(),
+                path: r
+                    .path
+                    .clone()
+                    .unwrap_or_else(|| config.base_dir().join(DEFAULT_PATH)),
+                url: r.url.clone(),
                 store_arguments: r.store_arguments,
                 retention: r.retention.map(|d| d.0),
                 fsync: r.fsync,
             },
             None => Settings {
                 path: config.base_dir().join(DEFAULT_PATH),
+                url: None,
                 store_arguments: false,
                 retention: None,
                 fsync: false,

@@ -1,13 +1,13 @@
 //! Reading receipts back, for `narrowgate receipts`. Read-only and WAL-safe: it can run while the
-//! gateway writes.
+//! gateway writes. [`Source`] chooses between the SQLite file and PostgreSQL.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::types::Value as SqlValue;
 
 use super::store::{ReceiptError, open_for_reading};
-use super::{Outcome, Receipt, format_utc_millis, id_floor, millis_ago};
+use super::{Outcome, Receipt, Settings, format_utc_millis, id_floor, millis_ago};
 
 /// Which receipts to return. Every set field must match.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +19,53 @@ pub struct Filter {
     pub since: Option<Duration>,
     /// Only the most recent N.
     pub limit: Option<u64>,
+}
+
+/// Where `narrowgate receipts` reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+impl Source {
+    /// Where the gateway with `settings` writes.
+    pub fn of(settings: &Settings) -> Source {
+        match &settings.url {
+            Some(url) => Source::Postgres(url.clone()),
+            None => Source::Sqlite(settings.path.clone()),
+        }
+    }
+
+    /// `--db`'s value: a PostgreSQL URL, or else a SQLite file.
+    pub fn named(db: &Path) -> Source {
+        match db.to_str() {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Source::Postgres(url.to_string())
+            }
+            _ => Source::Sqlite(db.to_path_buf()),
+        }
+    }
+
+    /// The receipts there that match `filter`, oldest first (see [`receipts`]).
+    pub fn receipts(&self, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError> {
+        match self {
+            Source::Sqlite(path) => receipts(path, filter),
+            Source::Postgres(url) => super::postgres::receipts(url, filter),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    /// The file, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Sqlite(path) => write!(f, "{}", path.display()),
+            Source::Postgres(url) => f.write_str(&super::postgres::display_url(url)),
+        }
+    }
 }
 
 /// The receipts in the database at `path` that match `filter`, oldest first (the most recent

@@ -12,6 +12,10 @@
 //! With `receipts.fsync: true` (`synchronous=FULL`) every commit is also flushed to stable
 //! storage, surviving power loss; such commits take milliseconds, so they run on the writer thread
 //! instead, never on the async runtime. The writer thread also applies the retention.
+//!
+//! With `receipts.url` the receipts go to PostgreSQL ([`super::postgres`]) instead: every commit
+//! is a network round trip, so all of them run on the writer thread, which commits whatever queued
+//! meanwhile in one statement (group commit, as above).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,7 +25,9 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags, params};
 use tokio::sync::oneshot;
 
-use super::{Call, Receipt, Settings, id_floor, millis_ago};
+use super::postgres::PgWriter;
+use super::{Call, Receipt, Settings};
+use backend::Backend;
 
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 2;
@@ -107,6 +113,26 @@ pub enum ReceiptError {
     },
     #[error("cannot start the receipts writer thread: {0}")]
     Thread(std::io::Error),
+    #[error(
+        "the receipts database {url} (PostgreSQL): {source} \
+         (check receipts.url in the configuration, that PostgreSQL is running and reachable, and \
+         the user's rights on the database)"
+    )]
+    Postgres {
+        url: String,
+        source: postgres::Error,
+    },
+    #[error(
+        "the receipts database {url} has schema version {found}, newer than this narrowgate \
+         understands ({}): upgrade narrowgate or point receipts.url elsewhere",
+        super::postgres::SCHEMA_VERSION
+    )]
+    NewerPostgresSchema { url: String, found: i32 },
+    #[error(
+        "there are no receipts in {url}: the gateway creates its tables there when it starts \
+         with receipts.url set to it"
+    )]
+    MissingPostgres { url: String },
 }
 
 /// A receipt waiting for its commit, and who to tell once it is committed.
@@ -118,10 +144,12 @@ struct Pending {
 /// The gateway's handle on the receipts database. Cheap to share.
 pub struct ReceiptLog {
     shared: Arc<Shared>,
-    path: PathBuf,
+    /// The SQLite file or the PostgreSQL URL (without password), for logs.
+    location: String,
     store_arguments: bool,
-    /// Commits flush to stable storage: leave them to the writer thread.
-    fsync: bool,
+    /// Commits flush to stable storage (`fsync`) or go over the network (PostgreSQL): leave them
+    /// to the writer thread.
+    writer_commits: bool,
     /// Joined on drop, so receipts queued last are committed before the process exits.
     thread: Option<std::thread::JoinHandle<()>>,
     /// Calls under way ([`ReceiptLog::call_started`]): a receipt waits for company only when
@@ -159,7 +187,7 @@ struct Shared {
 impl std::fmt::Debug for ReceiptLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReceiptLog")
-            .field("path", &self.path)
+            .field("location", &self.location)
             .finish_non_exhaustive()
     }
 }
@@ -168,12 +196,22 @@ impl ReceiptLog {
     /// Opens (creating it and its folder if missing) the database of `settings` and starts the
     /// writer thread. Fails at start-up rather than serving calls that could leave no receipt.
     pub fn open(settings: &Settings) -> Result<ReceiptLog, ReceiptError> {
-        let connection = open_for_writing(&settings.path, settings.fsync)?;
+        let (backend, location) = match &settings.url {
+            Some(url) => {
+                let writer = PgWriter::open(url)?;
+                let location = writer.location().to_string();
+                (Backend::Postgres(Box::new(writer)), location)
+            }
+            None => (
+                Backend::Sqlite(open_for_writing(&settings.path, settings.fsync)?),
+                settings.path.display().to_string(),
+            ),
+        };
         let shared = Arc::new(Shared {
             queue: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
-                connection,
-                path: settings.path.clone(),
+                backend,
+                location: location.clone(),
             }),
             wake: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -190,20 +228,20 @@ impl ReceiptLog {
             .name("receipts-writer".into())
             .spawn(move || background.run())
             .map_err(ReceiptError::Thread)?;
-        tracing::info!(path = %settings.path.display(), "receipts database open");
+        tracing::info!(%location, "receipts database open");
         Ok(ReceiptLog {
             shared,
-            path: settings.path.clone(),
+            writer_commits: settings.fsync || settings.url.is_some(),
+            location,
             store_arguments: settings.store_arguments,
-            fsync: settings.fsync,
             thread: Some(thread),
             calls_under_way: AtomicUsize::new(0),
         })
     }
 
-    /// Where the receipts go.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the receipts go: the SQLite file, or the PostgreSQL URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
     /// Counts a call as under way until the guard is dropped. Calls hold it from their start to
@@ -224,7 +262,7 @@ impl ReceiptLog {
         let id = receipt.id.clone();
         let (committed, done) = oneshot::channel();
         self.shared.queue().push(Pending { receipt, committed });
-        if self.fsync {
+        if self.writer_commits {
             self.shared.wake.notify_one();
         } else {
             // With other calls under way, those ready on this worker queue their receipts before
@@ -246,7 +284,7 @@ impl ReceiptLog {
             caller = %call.caller,
             tool = %call.tool,
             outcome = %call.outcome,
-            path = %self.path.display(),
+            location = %self.location,
             "RECEIPT NOT WRITTEN: this call is answered but has no receipt"
         );
         None
@@ -390,8 +428,8 @@ fn create_private_file(path: &Path) {
 /// The connection that writes receipts. SQLite calls block: whoever holds it is off the async
 /// runtime's cooperative schedule for one commit.
 struct Writer {
-    connection: Connection,
-    path: PathBuf,
+    backend: Backend,
+    location: String,
 }
 
 /// The writer thread: commits in `fsync` mode and what callers' commits left over, and the
@@ -449,10 +487,10 @@ impl Writer {
     /// If the batch fails, each receipt is retried alone, so one bad row cannot cost the others.
     fn commit(&mut self, batch: Vec<Pending>) {
         let receipts: Vec<&Receipt> = batch.iter().map(|p| &p.receipt).collect();
-        let result = insert(&mut self.connection, &receipts);
+        let result = self.backend.insert(&receipts);
         if let Err(e) = &result {
             tracing::error!(
-                path = %self.path.display(),
+                location = %self.location,
                 receipts = batch.len(),
                 error = %e,
                 "cannot write receipts{}",
@@ -467,7 +505,7 @@ impl Writer {
             return;
         }
         for pending in batch {
-            let ok = insert(&mut self.connection, &[&pending.receipt]).is_ok();
+            let ok = self.backend.insert(&[&pending.receipt]).is_ok();
             let _ = pending.committed.send(ok);
         }
     }
@@ -475,13 +513,7 @@ impl Writer {
     /// Deletes one chunk of receipts older than `retention`; returns when to prune next: at once
     /// if there may be more, else after a tenth of the retention (between 1 s and 10 min).
     fn prune(&mut self, retention: Duration) -> Duration {
-        let cutoff = id_floor(millis_ago(retention));
-        let deleted = self.connection.execute(
-            "DELETE FROM receipts WHERE id IN \
-             (SELECT id FROM receipts WHERE id < ?1 LIMIT ?2)",
-            params![cutoff, PRUNE_CHUNK as i64],
-        );
-        match deleted {
+        match self.backend.prune(retention) {
             Ok(n) if n >= PRUNE_CHUNK => Duration::ZERO,
             Ok(n) => {
                 if n > 0 {
@@ -490,7 +522,7 @@ impl Writer {
                 (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(600))
             }
             Err(e) => {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot prune old receipts");
+                tracing::error!(location = %self.location, error = %e, "cannot prune old receipts");
                 Duration::from_secs(60)
             }
         }
@@ -567,5 +599,6 @@ pub fn open_for_reading(path: &Path) -> Result<Connection, ReceiptError> {
     Ok(connection)
 }
 
+mod backend;
 #[cfg(test)]
 mod tests;

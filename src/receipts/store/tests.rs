@@ -9,6 +9,7 @@ use std::time::SystemTime;
 fn settings(path: std::path::PathBuf) -> Settings {
     Settings {
         path,
+        url: None,
         store_arguments: false,
         retention: None,
         fsync: false,
