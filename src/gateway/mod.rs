@@ -18,6 +18,7 @@ pub mod message;
 mod origin;
 pub mod pipeline;
 mod rejection;
+pub mod relay;
 pub mod request;
 pub mod server;
 mod sessions;

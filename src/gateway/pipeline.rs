@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, ProtocolVersion,
+    RequestMetaObject,
 };
 use serde_json::Value;
 
@@ -163,7 +164,9 @@ impl Gateway {
         // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
         //    inside the window from the record instead of running it again.
         let Some(window) = contract.dedupe else {
-            return self.call_upstream(tool, request.arguments).await;
+            return self
+                .call_upstream(tool, request.arguments, request.meta)
+                .await;
         };
         let key = CallKey {
             caller: caller.name.clone(),
@@ -173,7 +176,9 @@ impl Gateway {
         // How long the call can take: a duplicate on another replica waits about that long.
         let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
         let run = async {
-            let executed = self.call_upstream(tool, request.arguments).await;
+            let executed = self
+                .call_upstream(tool, request.arguments, request.meta)
+                .await;
             // Only what reached the upstream is recorded: a call that never left may run again.
             let recorded = match (&executed.answer, executed.attempts) {
                 (Ok(result), 1..) => Some(Recorded {
@@ -205,7 +210,13 @@ impl Gateway {
     /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
     /// timeout (retrying only what is safe to repeat), with the gateway's own credentials, never
     /// the caller's; then validate the result before the client sees any of it.
-    async fn call_upstream(&self, tool: &ExposedTool, arguments: Option<JsonObject>) -> Executed {
+    /// `meta` is the client's `_meta` as forwarded (`relay::meta`), or `None`.
+    async fn call_upstream(
+        &self,
+        tool: &ExposedTool,
+        arguments: Option<JsonObject>,
+        meta: Option<RequestMetaObject>,
+    ) -> Executed {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
         let (Some(upstream), Some(_)) = (self.upstreams.get(&contract.upstream), upstream_schemas)
@@ -219,6 +230,7 @@ impl Gateway {
         };
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
         forwarded.arguments = arguments;
+        forwarded.meta = meta;
         let attempted = upstream
             .call_with_retries::<UpstreamAttempt>(
                 forwarded,

@@ -143,7 +143,12 @@ impl ServerHandler for McpHandler {
     ) -> Result<InitializeResult, ErrorData> {
         telemetry::serve("initialize", None, inbound(&context), async || {
             context.peer.set_peer_info(request.clone());
-            self.negotiate_initialize(&request)
+            // rmcp's negotiation offers the newest version to a client it cannot serve as asked;
+            // the gateway offers the closest (`relay::version`).
+            let mut info = self.negotiate_initialize(&request)?;
+            info.protocol_version =
+                super::relay::version::offered(&request.protocol_version, PROTOCOL_VERSIONS);
+            Ok(info)
         })
         .await
     }
@@ -180,8 +185,15 @@ impl ServerHandler for McpHandler {
                 .filter(|t| caller.may_use(&t.contract.name))
                 .map(|t| t.published.clone())
                 .collect();
-            // The list depends on who asks: no intermediary may serve it to anyone else.
-            Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
+            // The list depends on who asks: no intermediary may serve it to anyone else. Only
+            // 2026-07-28 has caching hints; older revisions never carry `cacheScope`.
+            let list = ListToolsResult::with_all_items(tools);
+            Ok(match context.protocol_version() {
+                Some(v) if v >= ProtocolVersion::V_2026_07_28 => {
+                    list.with_cache_scope(CacheScope::Private)
+                }
+                _ => list,
+            })
         })
         .await
     }
@@ -215,8 +227,12 @@ pub(super) async fn answer_tools_call(
         .and_then(caller_of)
         .cloned();
     let protocol = inbound.protocol.clone();
+    // The client's own `_meta` keys go upstream (`relay::meta`), bounded.
+    let forwarded_meta = super::relay::meta::forwarded(inbound.meta);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
+        let mut request = request;
+        request.meta = forwarded_meta?;
         let mut result = gateway
             .call_tool(&caller, request, protocol.as_ref())
             .await?;
