@@ -8,3 +8,9 @@ mod common;
 
 #[path = "relays/meta.rs"]
 mod meta;
+
+#[path = "relays/notifications.rs"]
+mod notifications;
+
+#[path = "relays/logging.rs"]
+mod logging;

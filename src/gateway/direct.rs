@@ -174,7 +174,13 @@ impl DirectCall {
             // A per-request version would make rmcp serve the request statelessly.
             Lifecycle::Session(_) => meta_version.is_none(),
         };
+        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
         let qualifies = lifecycle_holds
+            && !super::relay::wants_stream(
+                params.meta.as_ref(),
+                session,
+                &admitted.gateway.log_levels,
+            )
             && params.input_responses.is_none()
             && params.request_state.is_none()
             && admitted

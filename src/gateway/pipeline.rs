@@ -255,9 +255,10 @@ impl Gateway {
                 let outcome = match (&e, contract.idempotent) {
                     (CallError::Timeout(_), true) => Outcome::Timeout,
                     // Sent, but we cannot know whether it took effect.
-                    (CallError::Timeout(_) | CallError::ConnectionLost(_), false) => {
-                        Outcome::Unknown
-                    }
+                    (
+                        CallError::Timeout(_) | CallError::ConnectionLost(_) | CallError::Cancelled,
+                        false,
+                    ) => Outcome::Unknown,
                     _ => Outcome::UpstreamError,
                 };
                 let message = match (&e, outcome) {

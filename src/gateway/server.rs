@@ -62,11 +62,13 @@ fn inbound(context: &RequestContext<RoleServer>) -> Inbound<'_> {
 }
 
 impl ServerHandler for McpHandler {
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 clients use it
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")))
@@ -206,10 +208,47 @@ impl ServerHandler for McpHandler {
         // Boxed: the pipeline's future is large, and rmcp moves the handler's future into a
         // spawned task (a memcpy of all of it).
         let gateway = &admitted_of(&context.extensions)?.gateway;
-        Box::pin(answer_tools_call(gateway, request, inbound(&context)))
-            .await
-            .map(Into::into)
+        // The upstream's progress and log messages reach this client, and its cancellation the
+        // upstream (`relay::client`).
+        let level = session_of(&context).and_then(|s| gateway.log_levels.of(s));
+        let relay = super::relay::client::Relay::for_call(&context, level);
+        let answer = crate::upstream::relay::with_relay(
+            relay.call.clone(),
+            Box::pin(answer_tools_call(gateway, request, inbound(&context))),
+        )
+        .await;
+        relay.finish().await;
+        answer.map(Into::into)
     }
+
+    /// `logging/setLevel`: the session's own level (`relay::levels`); the upstreams send
+    /// everything and the gateway filters per session.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve("logging/setLevel", None, inbound(&context), async || {
+            let gateway = &admitted_of(&context.extensions)?.gateway;
+            if let Some(session) = session_of(&context) {
+                gateway.log_levels.set(session, request.level);
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The client session a request belongs to (`None`: stateless).
+fn session_of(context: &RequestContext<RoleServer>) -> Option<&str> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
 }
 
 /// Answers one `tools/call` inside its SERVER span: for rmcp's handler above, and for the

@@ -6,7 +6,11 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+#[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
+    ProgressNotificationParam,
+};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -14,6 +18,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 
 use super::forward::Forwarder;
+use super::relay::{self, ProgressRoutes};
 use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
@@ -23,6 +28,10 @@ pub struct UpstreamClient {
     /// Told of every list_changed; it keeps at most one pending, so any number of them in a row
     /// costs one more re-list, not one each.
     pub tools_changed: Arc<Notify>,
+    /// The upstream's name, for its log messages.
+    pub upstream: String,
+    /// Where progress for the gateway's tokens goes (`relay`).
+    pub progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -35,6 +44,26 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    /// Progress that came through rmcp (a stdio upstream, or a call rmcp sent): to the client
+    /// whose call has this token.
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.deliver(params);
+    }
+
+    /// A message that came through rmcp is related to no call the gateway can tell: its log.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        relay::log_unrelated(&self.upstream, &params);
     }
 }
 
@@ -134,7 +163,13 @@ pub async fn connect(
                 http,
                 tap: Arc::new(SessionTap::default()),
             };
-            let forwarder = Forwarder::new(name, parsed, &client, handler.tools_changed.clone());
+            let forwarder = Forwarder::new(
+                name,
+                parsed,
+                &client,
+                handler.tools_changed.clone(),
+                handler.progress.clone(),
+            );
             let transport = StreamableHttpClientTransport::with_client(client, config);
             let connection = handler
                 .serve(transport)

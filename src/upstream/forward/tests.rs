@@ -8,7 +8,7 @@ fn forwarder() -> (Forwarder, Arc<Notify>) {
     };
     let url = reqwest::Url::parse("http://127.0.0.1:9/mcp").expect("a URL");
     (
-        Forwarder::new("demo", url, &client, changed.clone()),
+        Forwarder::new("demo", url, &client, changed.clone(), Default::default()),
         changed,
     )
 }
@@ -144,7 +144,7 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         headers,
         has_session_id: true,
     }));
-    let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx);
+    let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx, Default::default());
     let params = CallToolRequestParams::new("echo");
     match forwarder.call(&params).await {
         Forwarded::Answered(Ok(result)) => {
