@@ -272,6 +272,10 @@ impl Upstream {
         let mut cancel = relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
         let answer = handle.await_response().await;
         cancel.answered();
+        // rmcp hands each notification to a task of its own, so progress the upstream sent
+        // just before its answer may still be on its way: give those tasks a turn before the
+        // route goes (progress after the answer is dropped, as MCP wants).
+        tokio::task::yield_now().await;
         match answer {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Err(CallError::Malformed(self.name.clone())),
