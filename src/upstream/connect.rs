@@ -46,6 +46,26 @@ impl ClientHandler for UpstreamClient {
         self.tools_changed.notify_one();
     }
 
+    /// The gateway answers no `roots/list` of its own: an answer the gateway made up (rmcp's
+    /// default: no roots) would pass for the user's. A JSON-RPC error says it has none to give.
+    #[allow(deprecated)] // roots/list: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams ask
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Err(relay::not_relayed("roots/list"))
+    }
+
+    /// Nor an `elicitation/create` (rmcp's default declines, which the upstream would take for
+    /// the user's answer).
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Err(relay::not_relayed("elicitation/create"))
+    }
+
     /// Progress that came through rmcp (a stdio upstream, or a call rmcp sent): to the client
     /// whose call has this token.
     async fn on_progress(

@@ -531,13 +531,17 @@ fn media_type(headers: &http::HeaderMap) -> Option<String> {
     )
 }
 
-/// The answer rmcp's default client handler gives to a request from the upstream (the gateway
-/// declares no client capabilities, so only `ping` is expected).
+/// The gateway's answer to a request from the upstream: `ping` answered, anything else a
+/// JSON-RPC error (the gateway never makes up an answer that would pass for the user's, such as
+/// no roots or a declined elicitation).
 fn reply_to(request: RequestId, method: &str) -> Value {
     let (key, value) = match method {
         "ping" => ("result", json!({})),
-        "roots/list" => ("result", json!({ "roots": [] })),
-        "elicitation/create" => ("result", json!({ "action": "decline" })),
+        "roots/list" | "elicitation/create" | "sampling/createMessage" => (
+            "error",
+            json!({ "code": -32601, "message": format!(
+                "{method} is not relayed: the gateway has no client to ask for this request") }),
+        ),
         _ => (
             "error",
             json!({ "code": -32601, "message": format!("Method not found: {method}") }),

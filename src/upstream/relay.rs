@@ -215,3 +215,13 @@ pub(super) async fn ask_for_every_log(
         tracing::info!(%upstream, "the upstream did not accept logging/setLevel debug");
     }
 }
+
+/// The JSON-RPC error an upstream gets for a request to the client the gateway does not relay:
+/// never an answer the user did not give.
+pub fn not_relayed(method: &str) -> rmcp::ErrorData {
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("{method} is not relayed: the gateway has no client to ask for this request"),
+        None,
+    )
+}
