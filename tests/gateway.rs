@@ -188,9 +188,10 @@ async fn tools_list_publishes_only_contracted_tools_per_caller() {
         json!(["Chicago", "New York"])
     );
     assert_eq!(input["properties"]["location"]["description"], "City name");
-    assert!(
-        input.get("$schema").is_none(),
-        "published schemas are 2020-12 without a draft-07 marker"
+    assert_eq!(
+        input["$schema"],
+        json!("https://json-schema.org/draft/2020-12/schema"),
+        "the upstream declared a dialect: the published schema names its own (2020-12), never draft-07"
     );
     let output = Value::Object(
         weather

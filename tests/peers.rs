@@ -85,6 +85,13 @@ fn weather_input() -> Value {
         "required": ["location"], "additionalProperties": false})
 }
 
+/// `schema` as the gateway publishes it when the upstream declared a dialect (every
+/// server-everything and server-filesystem tool does): with the 2020-12 `$schema`.
+fn published(mut schema: Value) -> Value {
+    schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    schema
+}
+
 fn weather_output() -> Value {
     json!({"type": "object",
         "properties": {
@@ -189,11 +196,15 @@ fn python_client_through_gateway(client: PyClient, expected_version: &str) {
 
     assert_eq!(sorted_tool_names(&r[0]), ["add", "get_weather"], "{}", r[0]);
     let weather = tool(&r[0], "get_weather");
-    assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
+    assert_eq!(
+        weather["inputSchema"],
+        published(weather_input()),
+        "{weather}"
+    );
     assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
     let description = "Current weather for Chicago or New York.";
     assert_eq!(weather["description"], description, "{weather}");
-    assert_eq!(tool(&r[0], "add")["inputSchema"], add_input());
+    assert_eq!(tool(&r[0], "add")["inputSchema"], published(add_input()));
 
     assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], log());
     let chicago = json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82});
@@ -321,7 +332,11 @@ fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
         "{listed}"
     );
     let weather = tool(&listed["result"], "get_weather");
-    assert_eq!(weather["inputSchema"], weather_input(), "{weather}");
+    assert_eq!(
+        weather["inputSchema"],
+        published(weather_input()),
+        "{weather}"
+    );
     assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
 
     let call = |tool: &str, extra: &[&str]| {
@@ -504,7 +519,10 @@ fn mcp_server_filesystem_reads_only_what_the_pattern_allows() {
         "{}",
         r[0]
     );
-    assert_eq!(tool(&r[0], "read_text_file")["inputSchema"], public_input);
+    assert_eq!(
+        tool(&r[0], "read_text_file")["inputSchema"],
+        published(public_input)
+    );
 
     assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], gw.log());
     assert_eq!(

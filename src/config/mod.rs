@@ -61,8 +61,9 @@ pub struct Config {
     #[serde(default = "default_allowed_hosts")]
     pub allowed_hosts: Vec<String>,
     /// Browser `Origin` values admitted, each with its scheme: exact (`https://app.example.com`) or
-    /// any port (`http://localhost:*`). A request with an `Origin` not listed gets 403; requests
-    /// without one (non-browser clients) are unaffected.
+    /// any port (`http://localhost:*`). An `Origin` with the same host and port as the request's
+    /// (allowed) `Host` is the gateway's own and always admitted. A request with any other
+    /// `Origin` not listed gets 403; requests without one (non-browser clients) are unaffected.
     #[serde(default)]
     #[schemars(inner(pattern(or_env_reference(".*://.*"))))]
     pub allowed_origins: Vec<String>,

@@ -48,6 +48,11 @@ pub struct Narrowing {
 
 /// Intersects `contract` (2020-12, an object schema) with `upstream` (any supported draft).
 pub fn narrow(contract: &Value, upstream: &Value) -> Narrowing {
+    // A dialect either side declared is published (as 2020-12, the dialect of what is published:
+    // the upstream's part is translated to it), so clients that read `$schema` still find one.
+    let declared = [contract, upstream]
+        .iter()
+        .any(|schema| schema.get("$schema").is_some());
     let upstream = to_2020_12(upstream);
     let verdict = decide(contract, &upstream);
     let (published, upstream_omitted) = match verdict {
@@ -59,6 +64,13 @@ pub fn narrow(contract: &Value, upstream: &Value) -> Narrowing {
             Err(reason) => (publishable(contract), Some(reason)),
         },
     };
+    let mut published = published;
+    if declared && let Value::Object(map) = &mut published {
+        map.insert(
+            "$schema".to_string(),
+            Value::String(super::schema::DRAFT_2020_12.to_string()),
+        );
+    }
     Narrowing {
         verdict,
         published,
@@ -375,7 +387,7 @@ fn without_schema_keyword(schema: &Value) -> Value {
     s
 }
 
-/// The contract as a published schema: 2020-12, no `$schema` (2020-12 is MCP's default dialect).
+/// The contract as a published schema: 2020-12, `$schema` set by [`narrow`] only when declared.
 fn publishable(contract: &Value) -> Value {
     without_schema_keyword(contract)
 }
@@ -401,6 +413,38 @@ mod tests {
             "required": ["location"],
             "additionalProperties": false
         })
+    }
+
+    /// Proves: a `$schema` declared by the upstream or the contract is published, naming the
+    /// dialect of what is published (2020-12, even when the upstream declared draft-07), and
+    /// none is added when neither declared one.
+    #[test]
+    fn a_declared_schema_dialect_is_published_as_2020_12() {
+        let narrower = contract(json!(["Chicago"]));
+        let declared = narrow(&narrower, &everything_weather());
+        assert_eq!(
+            declared.published["$schema"],
+            json!(crate::contract::schema::DRAFT_2020_12)
+        );
+        let mut undeclared_upstream = everything_weather();
+        undeclared_upstream
+            .as_object_mut()
+            .map(|m| m.remove("$schema"));
+        let wider = contract(json!(["Chicago", "Paris"]));
+        assert!(
+            narrow(&wider, &undeclared_upstream)
+                .published
+                .get("$schema")
+                .is_none()
+        );
+        let mut by_contract = wider.clone();
+        by_contract["$schema"] = json!(crate::contract::schema::DRAFT_2020_12);
+        let published = narrow(&by_contract, &undeclared_upstream).published;
+        assert_eq!(
+            published["$schema"],
+            json!(crate::contract::schema::DRAFT_2020_12)
+        );
+        compile(&published).expect("the published schema compiles");
     }
 
     #[test]

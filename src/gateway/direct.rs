@@ -171,7 +171,21 @@ impl DirectCall {
         admitted: &mut Admitted,
     ) -> Option<DirectCall> {
         let body = admitted.body.as_ref()?;
-        let qualifies = Self::qualifies(lifecycle, headers, body, || admitted.gateway.catalog());
+        // A call whose client wants progress or logging on its stream is left to rmcp, which
+        // keeps the stream open for them.
+        let wants_stream = match body {
+            message::Body::One(Message {
+                method: Method::ToolsCall(ToolsCall::Params(params)),
+                ..
+            }) => super::relay::wants_stream(
+                params.meta.as_ref(),
+                headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
+                &admitted.gateway.log_levels,
+            ),
+            _ => false,
+        };
+        let qualifies = !wants_stream
+            && Self::qualifies(lifecycle, headers, body, || admitted.gateway.catalog());
         if !qualifies {
             return None;
         }

@@ -249,9 +249,10 @@ async fn check_host_and_origin(request: Request, next: Next) -> Result<Response,
         return Err(Rejection::HostNotAllowed);
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let ok = origin
-            .to_str()
-            .is_ok_and(|o| origin::origin_allowed(&config.allowed_origins, o));
+        let ok = origin.to_str().is_ok_and(|o| {
+            origin::origin_allowed(&config.allowed_origins, o)
+                || host.is_some_and(|h| origin::same_origin(o, h))
+        });
         if !ok {
             return Err(Rejection::OriginNotAllowed);
         }

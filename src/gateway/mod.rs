@@ -23,6 +23,7 @@ mod origin;
 pub mod pipeline;
 mod prompts;
 mod rejection;
+pub mod relay;
 pub mod request;
 mod request_ids;
 pub mod resources;
@@ -69,6 +70,8 @@ pub struct Gateway {
     /// Whether any contract requires scopes (else `tools/call` bodies are not inspected early).
     pub any_scopes: bool,
     catalog: RwLock<Arc<Catalog>>,
+    /// The logging level each client session set (`relay::levels`), kept across reloads.
+    pub log_levels: Arc<relay::levels::LogLevels>,
     /// Bumped whenever the published tools change, so sessions can tell their clients. Shared
     /// by every version, so a session hears of changes made by a reload too.
     tools_changed: Arc<watch::Sender<u64>>,
@@ -138,6 +141,7 @@ impl Gateway {
             // Start from the previous catalog, so the rebuild below tells sessions only of a
             // real change in what they see.
             catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),
+            log_levels: previous.map(|p| p.log_levels.clone()).unwrap_or_default(),
             tools_changed: previous
                 .map(|p| p.tools_changed.clone())
                 .unwrap_or_else(|| Arc::new(watch::Sender::new(0))),

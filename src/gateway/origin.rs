@@ -35,6 +35,29 @@ pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
     })
 }
 
+/// `origin` names the same host and port as `host` (the request's `Host`, already allowed): a
+/// page served by the gateway's own address calling it. The scheme is not compared (a proxy may
+/// end TLS in front of the gateway); a default port (80 for `http`, 443 for `https`) equals no
+/// port.
+pub fn same_origin(origin: &str, host: &str) -> bool {
+    let origin = origin.trim().to_ascii_lowercase();
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    // An origin is scheme, host and port only: anything after them is not an origin.
+    if authority.is_empty() || authority.contains(['/', '@', '?', '#']) {
+        return false;
+    }
+    let default_port = match scheme {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return false,
+    };
+    let host = host.trim().to_ascii_lowercase();
+    let plain = |a: &str| a.strip_suffix(default_port).unwrap_or(a).to_string();
+    plain(authority) == plain(&host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +89,22 @@ mod tests {
         assert!(!origin_allowed(&allowed, "http://localhost.evil.com:1"));
         assert!(!origin_allowed(&allowed, "https://evil.example.com"));
         assert!(!origin_allowed(&[], "http://localhost"));
+    }
+
+    /// Proves: an Origin naming the request's own host and port is recognised (a default port
+    /// equals none), and any other host, port or a malformed origin is not.
+    #[test]
+    fn same_origin_is_host_and_port_equal() {
+        assert!(same_origin("http://localhost:8080", "localhost:8080"));
+        assert!(same_origin("http://LOCALHOST:8080", "localhost:8080"));
+        assert!(same_origin("http://localhost", "localhost:80"));
+        assert!(same_origin("https://gw.example.com", "gw.example.com"));
+        assert!(same_origin("http://[::1]:9000", "[::1]:9000"));
+        assert!(!same_origin("http://localhost:8081", "localhost:8080"));
+        assert!(!same_origin("http://evil.example.com", "localhost"));
+        assert!(!same_origin("http://localhost:8080/x", "localhost:8080"));
+        assert!(!same_origin("http://user@localhost:8080", "localhost:8080"));
+        assert!(!same_origin("null", "localhost"));
+        assert!(!same_origin("https://localhost", "localhost:80"));
     }
 }

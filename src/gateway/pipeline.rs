@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, ProtocolVersion,
+    RequestMetaObject,
 };
 use serde_json::Value;
 
@@ -165,7 +166,9 @@ impl Gateway {
         // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
         //    inside the window from the record instead of running it again.
         let Some(window) = contract.dedupe else {
-            return self.call_upstream(tool, request.arguments).await;
+            return self
+                .call_upstream(tool, request.arguments, request.meta)
+                .await;
         };
         let key = CallKey {
             caller: caller.name.clone(),
@@ -175,7 +178,9 @@ impl Gateway {
         // How long the call can take: a duplicate on another replica waits about that long.
         let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
         let run = async {
-            let executed = self.call_upstream(tool, request.arguments).await;
+            let executed = self
+                .call_upstream(tool, request.arguments, request.meta)
+                .await;
             // Only what reached the upstream is recorded: a call that never left may run again.
             let recorded = match (&executed.answer, executed.attempts) {
                 (Ok(result), 1..) => Some(Recorded {
@@ -207,7 +212,13 @@ impl Gateway {
     /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
     /// timeout (retrying only what is safe to repeat), with the gateway's own credentials, never
     /// the caller's; then validate the result before the client sees any of it.
-    async fn call_upstream(&self, tool: &ExposedTool, arguments: Option<JsonObject>) -> Executed {
+    /// `meta` is the client's `_meta` as forwarded (`relay::meta`), or `None`.
+    async fn call_upstream(
+        &self,
+        tool: &ExposedTool,
+        arguments: Option<JsonObject>,
+        meta: Option<RequestMetaObject>,
+    ) -> Executed {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
         let (Some(upstream), Some(_)) = (self.upstreams.get(&contract.upstream), upstream_schemas)
@@ -221,6 +232,7 @@ impl Gateway {
         };
         let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
         forwarded.arguments = arguments;
+        forwarded.meta = meta;
         let attempted = upstream
             .call_with_retries::<UpstreamAttempt>(
                 forwarded,
@@ -245,9 +257,10 @@ impl Gateway {
                 let outcome = match (&e, contract.idempotent) {
                     (CallError::Timeout(_), true) => Outcome::Timeout,
                     // Sent, but we cannot know whether it took effect.
-                    (CallError::Timeout(_) | CallError::ConnectionLost(_), false) => {
-                        Outcome::Unknown
-                    }
+                    (
+                        CallError::Timeout(_) | CallError::ConnectionLost(_) | CallError::Cancelled,
+                        false,
+                    ) => Outcome::Unknown,
                     _ => Outcome::UpstreamError,
                 };
                 let message = match (&e, outcome) {

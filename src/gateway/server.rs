@@ -67,11 +67,13 @@ fn inbound(context: &RequestContext<RoleServer>) -> Inbound<'_> {
 }
 
 impl ServerHandler for McpHandler {
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 clients use it
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")))
@@ -156,7 +158,11 @@ impl ServerHandler for McpHandler {
     ) -> Result<InitializeResult, ErrorData> {
         telemetry::serve("initialize", None, inbound(&context), async || {
             context.peer.set_peer_info(request.clone());
+            // rmcp's negotiation offers the newest version to a client it cannot serve as asked;
+            // the gateway offers the closest (`relay::version`).
             let mut result = self.negotiate_initialize(&request)?;
+            result.protocol_version =
+                super::relay::version::offered(&request.protocol_version, PROTOCOL_VERSIONS);
             if let Ok(admitted) = admitted_of(&context.extensions) {
                 declare_capabilities(&admitted.gateway, &mut result.capabilities);
             }
@@ -201,8 +207,15 @@ impl ServerHandler for McpHandler {
                 .filter(|t| caller.may_use(&t.contract.name))
                 .map(|t| t.published.clone())
                 .collect();
-            // The list depends on who asks: no intermediary may serve it to anyone else.
-            Ok(ListToolsResult::with_all_items(tools).with_cache_scope(CacheScope::Private))
+            // The list depends on who asks: no intermediary may serve it to anyone else. Only
+            // 2026-07-28 has caching hints; older revisions never carry `cacheScope`.
+            let list = ListToolsResult::with_all_items(tools);
+            Ok(match context.protocol_version() {
+                Some(v) if v >= ProtocolVersion::V_2026_07_28 => {
+                    list.with_cache_scope(CacheScope::Private)
+                }
+                _ => list,
+            })
         })
         .await
     }
@@ -371,10 +384,47 @@ impl ServerHandler for McpHandler {
         // Boxed: the pipeline's future is large, and rmcp moves the handler's future into a
         // spawned task (a memcpy of all of it).
         let gateway = &admitted_of(&context.extensions)?.gateway;
-        Box::pin(answer_tools_call(gateway, request, inbound(&context)))
-            .await
-            .map(Into::into)
+        // The upstream's progress and log messages reach this client, and its cancellation the
+        // upstream (`relay::client`).
+        let level = session_of(&context).and_then(|s| gateway.log_levels.of(s));
+        let relay = super::relay::client::Relay::for_call(&context, level);
+        let answer = crate::upstream::relay::with_relay(
+            relay.call.clone(),
+            Box::pin(answer_tools_call(gateway, request, inbound(&context))),
+        )
+        .await;
+        relay.finish().await;
+        answer.map(Into::into)
     }
+
+    /// `logging/setLevel`: the session's own level (`relay::levels`); the upstreams send
+    /// everything and the gateway filters per session.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        telemetry::serve("logging/setLevel", None, inbound(&context), async || {
+            let gateway = &admitted_of(&context.extensions)?.gateway;
+            if let Some(session) = session_of(&context) {
+                gateway.log_levels.set(session, request.level);
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The client session a request belongs to (`None`: stateless).
+fn session_of(context: &RequestContext<RoleServer>) -> Option<&str> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
 }
 
 /// Answers one `tools/call` inside its SERVER span: for rmcp's handler above, and for the
@@ -392,8 +442,12 @@ pub(super) async fn answer_tools_call(
         .and_then(caller_of)
         .cloned();
     let protocol = inbound.protocol.clone();
+    // The client's own `_meta` keys go upstream (`relay::meta`), bounded.
+    let forwarded_meta = super::relay::meta::forwarded(inbound.meta);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
+        let mut request = request;
+        request.meta = forwarded_meta?;
         let mut result = gateway
             .call_tool(&caller, request, protocol.as_ref())
             .await?;

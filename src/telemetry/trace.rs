@@ -312,6 +312,7 @@ impl AttemptSpan for UpstreamAttempt {
             Err(CallError::ConnectionLost(_)) => Some("connection_lost".to_string()),
             Err(CallError::Unavailable(_)) => Some("unavailable".to_string()),
             Err(CallError::Malformed(_)) => Some("malformed_result".to_string()),
+            Err(CallError::Cancelled) => Some("cancelled".to_string()),
         };
         if let Some(error_type) = error_type {
             span.set_attribute(KeyValue::new("error.type", error_type.clone()));

@@ -6,7 +6,11 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+#[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
+    ProgressNotificationParam,
+};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -14,6 +18,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 
 use super::forward::Forwarder;
+use super::relay::{self, ProgressRoutes};
 use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
@@ -23,6 +28,10 @@ pub struct UpstreamClient {
     /// Told of every list_changed; it keeps at most one pending, so any number of them in a row
     /// costs one more re-list, not one each.
     pub tools_changed: Arc<Notify>,
+    /// The upstream's name, for its log messages.
+    pub upstream: String,
+    /// Where progress for the gateway's tokens goes (`relay`).
+    pub progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -51,6 +60,46 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         super::events::publish(super::events::ResourceEvent::PromptsListChanged);
+    }
+
+    /// The gateway answers no `roots/list` of its own: an answer the gateway made up (rmcp's
+    /// default: no roots) would pass for the user's. A JSON-RPC error says it has none to give.
+    #[allow(deprecated)] // roots/list: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams ask
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Err(relay::not_relayed("roots/list"))
+    }
+
+    /// Nor an `elicitation/create` (rmcp's default declines, which the upstream would take for
+    /// the user's answer).
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Err(relay::not_relayed("elicitation/create"))
+    }
+
+    /// Progress that came through rmcp (a stdio upstream, or a call rmcp sent): to the client
+    /// whose call has this token.
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.deliver(params);
+    }
+
+    /// A message that came through rmcp is related to no call the gateway can tell: its log.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        relay::log_unrelated(&self.upstream, &params);
     }
 }
 
@@ -150,7 +199,13 @@ pub async fn connect(
                 http,
                 tap: Arc::new(SessionTap::default()),
             };
-            let forwarder = Forwarder::new(name, parsed, &client, handler.tools_changed.clone());
+            let forwarder = Forwarder::new(
+                name,
+                parsed,
+                &client,
+                handler.tools_changed.clone(),
+                handler.progress.clone(),
+            );
             let transport = StreamableHttpClientTransport::with_client(client, config);
             let connection = handler
                 .serve(transport)

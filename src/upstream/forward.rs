@@ -22,8 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::{HeaderValue, StatusCode, header};
+#[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, MetaObject, RequestId, ServerResult,
+    CallToolRequestParams, CallToolResult, ErrorData, LoggingMessageNotificationParam, MetaObject,
+    RequestId, ServerResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -32,6 +34,7 @@ use tokio::sync::Notify;
 
 use super::CallError;
 use super::h1::{self, Http1Client};
+use super::relay::{self, ProgressRoutes};
 use super::sse::EventSplitter;
 use super::tap::{Session, SessionTap, TappedClient};
 
@@ -73,6 +76,8 @@ pub struct Forwarder {
     next_id: AtomicU64,
     /// Bounds on the answers to the upstream's requests (see [`MAX_REPLIES_WAITING`]).
     replies: Arc<Replies>,
+    /// Where the answer stream's `notifications/progress` go (`relay`).
+    progress: Arc<ProgressRoutes>,
 }
 
 /// The answers to an upstream's requests under way, bounded.
@@ -128,7 +133,7 @@ impl Drop for CancelUnlessAnswered<'_> {
         let post = self.forwarder.notice(
             self.session,
             json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": self.id, "reason": "the gateway gave up waiting (timeout)"}}),
+                "params": {"requestId": self.id, "reason": "the gateway's client cancelled the call, or it timed out"}}),
         );
         let upstream = self.forwarder.upstream.clone();
         runtime.spawn(async move {
@@ -145,6 +150,7 @@ impl Forwarder {
         url: reqwest::Url,
         client: &TappedClient,
         tools_changed: Arc<Notify>,
+        progress: Arc<ProgressRoutes>,
     ) -> Forwarder {
         Forwarder {
             upstream: upstream.to_string(),
@@ -159,6 +165,7 @@ impl Forwarder {
                 posting: tokio::sync::Semaphore::new(MAX_REPLIES_POSTING),
                 unanswered: AtomicU64::new(0),
             }),
+            progress,
         }
     }
 
@@ -347,8 +354,12 @@ impl Forwarder {
                 None
             }
             (Some(method), None, _, _) => {
-                if method == "notifications/tools/list_changed" {
-                    self.tools_changed.notify_one();
+                match method.as_str() {
+                    "notifications/tools/list_changed" => self.tools_changed.notify_one(),
+                    "notifications/progress" | "notifications/message" => {
+                        self.relay_notification(&method, data);
+                    }
+                    _ => {}
                 }
                 None
             }
@@ -361,6 +372,31 @@ impl Forwarder {
             // An error for no request in particular (a parse error, say) is this call's.
             (None, None, None, Some(error)) => Some(Err(CallError::Protocol(error))),
             _ => None,
+        }
+    }
+
+    /// Progress and log messages on the call's own answer stream: progress for one of the
+    /// gateway's tokens to its client; a log message to the client of this call (the calling
+    /// task's relay), or the gateway's log when the call has none.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
+    fn relay_notification(&self, method: &str, data: &[u8]) {
+        #[derive(Deserialize)]
+        struct Params<P> {
+            params: P,
+        }
+        if method == "notifications/progress" {
+            if let Ok(Params { params }) = serde_json::from_slice(data) {
+                self.progress.deliver(params);
+            }
+            return;
+        }
+        let Ok(Params::<LoggingMessageNotificationParam> { params }) = serde_json::from_slice(data)
+        else {
+            return;
+        };
+        match relay::current() {
+            Some(call) => call.client.log(params),
+            None => relay::log_unrelated(&self.upstream, &params),
         }
     }
 
@@ -495,13 +531,17 @@ fn media_type(headers: &http::HeaderMap) -> Option<String> {
     )
 }
 
-/// The answer rmcp's default client handler gives to a request from the upstream (the gateway
-/// declares no client capabilities, so only `ping` is expected).
+/// The gateway's answer to a request from the upstream: `ping` answered, anything else a
+/// JSON-RPC error (the gateway never makes up an answer that would pass for the user's, such as
+/// no roots or a declined elicitation).
 fn reply_to(request: RequestId, method: &str) -> Value {
     let (key, value) = match method {
         "ping" => ("result", json!({})),
-        "roots/list" => ("result", json!({ "roots": [] })),
-        "elicitation/create" => ("result", json!({ "action": "decline" })),
+        "roots/list" | "elicitation/create" | "sampling/createMessage" => (
+            "error",
+            json!({ "code": -32601, "message": format!(
+                "{method} is not relayed: the gateway has no client to ask for this request") }),
+        ),
         _ => (
             "error",
             json!({ "code": -32601, "message": format!("Method not found: {method}") }),

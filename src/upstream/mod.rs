@@ -11,6 +11,7 @@ mod forward;
 mod h1;
 #[cfg(test)]
 mod raw_server;
+pub mod relay;
 mod sse;
 mod stderr;
 mod tap;
@@ -26,8 +27,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, Tool};
-use rmcp::service::{Peer, ServiceError};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorData,
+    RequestMetaObject, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -118,6 +122,8 @@ pub struct Upstream {
     /// The per-call timeout of tools whose contract sets none.
     pub default_timeout: Option<Duration>,
     current: RwLock<Current>,
+    /// Where progress for the gateway's tokens goes (`relay`), whichever connection brings it.
+    progress: Arc<relay::ProgressRoutes>,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -133,6 +139,8 @@ pub enum CallError {
     Protocol(ErrorData),
     #[error("upstream {0} answered with something that is not a tool result")]
     Malformed(String),
+    #[error("the client cancelled the call")]
+    Cancelled,
 }
 
 impl Upstream {
@@ -147,6 +155,7 @@ impl Upstream {
                 forwarder: None,
                 tools: Arc::new(Vec::new()),
             }),
+            progress: Arc::default(),
         }
     }
 
@@ -196,10 +205,38 @@ impl Upstream {
         let route = self
             .route()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
+        let relay = relay::current();
+        // The client asked for progress: the upstream gets a token of the gateway's own.
+        let _route = relay
+            .as_ref()
+            .filter(|r| r.progress_token.is_some())
+            .map(|r| {
+                let token = relay::fresh_token();
+                params
+                    .meta
+                    .get_or_insert_with(RequestMetaObject::new)
+                    .set_progress_token(token.clone());
+                self.progress.route(token, r.clone())
+            });
         let span = S::start(&self.name, &self.transport, attempt, &mut params);
-        let result = tokio::time::timeout(timeout, self.send(route, params))
-            .await
-            .unwrap_or(Err(CallError::Timeout(timeout)));
+        // Given up when the client cancels: dropping the call tells the upstream. Boxed: only
+        // calls rmcp serves have a relay, and the direct path's future stays small.
+        let result = match &relay {
+            None => tokio::time::timeout(timeout, self.send(route, params, None))
+                .await
+                .unwrap_or(Err(CallError::Timeout(timeout))),
+            Some(relay) => {
+                Box::pin(async {
+                    tokio::select! {
+                        answered = tokio::time::timeout(timeout, self.send(route, params, Some(relay))) => {
+                            answered.unwrap_or(Err(CallError::Timeout(timeout)))
+                        }
+                        () = relay.cancelled.cancelled() => Err(CallError::Cancelled),
+                    }
+                })
+                .await
+            }
+        };
         span.finish(&result);
         result
     }
@@ -210,11 +247,15 @@ impl Upstream {
         &self,
         route: Route,
         params: CallToolRequestParams,
+        relay: Option<&Arc<relay::CallRelay>>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
             && let Forwarded::Answered(result) = forwarder.call(&params).await
         {
             return result;
+        }
+        if let Some(relay) = relay.filter(|r| r.progress_token.is_some()) {
+            return Box::pin(self.send_with_progress(&route.peer, params, relay)).await;
         }
         // Boxed: rmcp's request future is large, and the forwarder answers most calls.
         match Box::pin(route.peer.call_tool(params)).await {
@@ -222,6 +263,41 @@ impl Upstream {
             Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
             Err(e) => {
                 // The transport's own text names rmcp internals: log it, answer plainly.
+                tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
+                Err(CallError::ConnectionLost(self.name.clone()))
+            }
+        }
+    }
+
+    /// A call through rmcp whose progress goes to `relay`: rmcp gives the request a progress
+    /// token of its own, which is routed for as long as the call runs. A call given up on (the
+    /// client cancelled, or a timeout) is cancelled upstream, as rmcp's `call_tool` would.
+    async fn send_with_progress(
+        &self,
+        peer: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+        relay: &Arc<relay::CallRelay>,
+    ) -> Result<CallToolResult, CallError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|_| CallError::ConnectionLost(self.name.clone()))?;
+        let _route = self
+            .progress
+            .route(handle.progress_token.clone(), relay.clone());
+        let mut cancel = relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
+        let answer = handle.await_response().await;
+        cancel.answered();
+        // rmcp hands each notification to a task of its own, so progress the upstream sent
+        // just before its answer may still be on its way: give those tasks a turn before the
+        // route goes (progress after the answer is dropped, as MCP wants).
+        tokio::task::yield_now().await;
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Err(CallError::Malformed(self.name.clone())),
+            Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
+            Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
                 Err(CallError::ConnectionLost(self.name.clone()))
             }
@@ -286,6 +362,8 @@ impl Upstream {
             let tools_changed = Arc::new(Notify::new());
             let handler = UpstreamClient {
                 tools_changed: tools_changed.clone(),
+                upstream: self.name.clone(),
+                progress: self.progress.clone(),
             };
             let connected = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -305,6 +383,7 @@ impl Upstream {
                     };
                     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
                         .await;
+                    relay::ask_for_every_log(&self.name, &peer).await;
                     match peer.list_all_tools().await {
                         Err(e) => format!("listing tools failed: {e}"),
                         Ok(tools) => {
@@ -405,6 +484,8 @@ pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Ve
             &upstream.transport,
             UpstreamClient {
                 tools_changed: Arc::new(Notify::new()),
+                upstream: upstream.name.clone(),
+                progress: Arc::default(),
             },
         )
         .await
@@ -439,6 +520,8 @@ pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Of
             &upstream.transport,
             UpstreamClient {
                 tools_changed: Arc::new(Notify::new()),
+                upstream: upstream.name.clone(),
+                progress: upstream.progress.clone(),
             },
         )
         .await

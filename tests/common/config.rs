@@ -17,7 +17,7 @@ pub const CAROL: &str = "test-key-carol";
 
 /// `sha256(key)` in hex, as `api_key_sha256` wants it (computed by the binary itself).
 pub fn hash_key(key: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+    let out = Command::new(super::narrowgate_bin())
         .args(["hash-key", key])
         .output()
         .expect("run narrowgate hash-key");

@@ -35,7 +35,7 @@ impl Gateway {
         let ConfigDir { dir } = ConfigDir::new(config, contracts);
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("gateway.log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        let child = Command::new(super::narrowgate_bin())
             .args(["serve", "--config"])
             .arg(dir.path().join("narrowgate.yaml"))
             .env("NARROWGATE_LISTEN", format!("127.0.0.1:{port}"))

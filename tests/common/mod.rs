@@ -68,6 +68,15 @@ pub use wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async}
 
 use std::time::Duration;
 
+/// The `narrowgate` binary the tests run: `NARROWGATE_TEST_BIN` when set (a target directory
+/// shared by several checkouts holds whichever one built last under `debug/narrowgate`), else
+/// cargo's.
+pub fn narrowgate_bin() -> std::path::PathBuf {
+    std::env::var_os("NARROWGATE_TEST_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_narrowgate").into())
+}
+
 /// Runs `attempt` every `pause` until it returns `Ok`, and returns that; once `within` has passed,
 /// panics saying `what` did not happen, with the last attempt's `Err` and the gateway's log.
 pub async fn retry_until<T>(

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// Runs `narrowgate receipts --config CONFIG ARGS...`: (exit code, stdout, stderr).
 pub fn receipts_command(config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+    let out = Command::new(super::narrowgate_bin())
         .arg("receipts")
         .arg("--config")
         .arg(config)

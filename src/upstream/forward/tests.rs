@@ -8,7 +8,7 @@ fn forwarder() -> (Forwarder, Arc<Notify>) {
     };
     let url = reqwest::Url::parse("http://127.0.0.1:9/mcp").expect("a URL");
     (
-        Forwarder::new("demo", url, &client, changed.clone()),
+        Forwarder::new("demo", url, &client, changed.clone(), Default::default()),
         changed,
     )
 }
@@ -80,27 +80,22 @@ fn only_the_calls_own_response_answers_it() {
     }
 }
 
-/// Proves: requests from the upstream get the answers rmcp's default client handler gives,
-/// with their own id.
+/// Proves: requests from the upstream get `ping` answered, and a JSON-RPC error for every
+/// request the gateway does not relay (never a made-up "no roots" or "declined" that would pass
+/// for the user's answer), with their own id.
 #[test]
-fn upstream_requests_get_rmcps_default_answers() {
+fn upstream_requests_get_no_made_up_answers() {
     let id = RequestId::Number(4);
     assert_eq!(
         reply_to(id.clone(), "ping"),
         json!({"jsonrpc": "2.0", "id": 4, "result": {}})
     );
-    assert_eq!(
-        reply_to(id.clone(), "elicitation/create")["result"]["action"],
-        "decline"
-    );
-    assert_eq!(
-        reply_to(id.clone(), "roots/list"),
-        json!({"jsonrpc": "2.0", "id": 4, "result": {"roots": []}})
-    );
-    assert_eq!(
-        reply_to(id, "sampling/createMessage")["error"]["code"],
-        -32601
-    );
+    for method in ["elicitation/create", "roots/list", "sampling/createMessage"] {
+        let reply = reply_to(id.clone(), method);
+        assert_eq!(reply["id"], json!(4));
+        assert_eq!(reply["error"]["code"], -32601, "{method}: {reply}");
+        assert!(reply.get("result").is_none(), "{method}: {reply}");
+    }
 }
 
 /// Proves, over real HTTP: an SSE answer stream that ends before the call's answer, after an
@@ -144,7 +139,7 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         headers,
         has_session_id: true,
     }));
-    let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx);
+    let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx, Default::default());
     let params = CallToolRequestParams::new("echo");
     match forwarder.call(&params).await {
         Forwarded::Answered(Ok(result)) => {
