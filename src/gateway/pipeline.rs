@@ -12,6 +12,8 @@ use serde_json::Value;
 use super::Gateway;
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
+use super::idempotency::{self, BadKey};
+use super::preconditions;
 use crate::contract::ToolContract;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
@@ -34,6 +36,8 @@ pub struct Executed {
     pub attempts: u32,
     /// The answer is a recorded result (`dedupe`), not a new execution.
     pub replayed: bool,
+    /// Why the call was refused, in words, for the receipt (the precondition that denied it).
+    pub reason: Option<String>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -44,17 +48,20 @@ impl From<(Answer, Outcome)> for Executed {
             outcome,
             attempts: 0,
             replayed: false,
+            reason: None,
         }
     }
 }
 
 impl Gateway {
-    /// Handles `tools/call` for an authenticated `caller`.
+    /// Handles `tools/call` for an authenticated `caller`. `idempotency_key` is the request's
+    /// `narrowgate/idempotencyKey`, as read from its `_meta` (refused if malformed).
     pub async fn call_tool(
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
+        idempotency_key: Result<Option<String>, BadKey>,
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -64,7 +71,9 @@ impl Gateway {
         let tool = request.name.to_string();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let executed = self.execute(caller, request, &arguments, protocol).await;
+        let executed = self
+            .execute(caller, request, &arguments, protocol, idempotency_key)
+            .await;
         let call = Call {
             caller: &caller.name,
             tool: &tool,
@@ -74,6 +83,7 @@ impl Gateway {
             outcome: executed.outcome,
             attempts: executed.attempts,
             replayed: executed.replayed,
+            reason: executed.reason.as_deref(),
             started,
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
@@ -104,6 +114,7 @@ impl Gateway {
             outcome: Outcome::Denied,
             attempts: 0,
             replayed: false,
+            reason: None,
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: telemetry::trace_id(),
@@ -119,6 +130,7 @@ impl Gateway {
         request: CallToolRequestParams,
         arguments: &Value,
         protocol: Option<&ProtocolVersion>,
+        idempotency_key: Result<Option<String>, BadKey>,
     ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
@@ -145,6 +157,19 @@ impl Gateway {
                 .into();
         }
 
+        let idempotency_key = match idempotency_key {
+            Ok(key) => key,
+            Err(bad) => return (Ok(tool_error(bad.to_string())), Outcome::RejectedInput).into(),
+        };
+
+        // 2a. Preconditions (`when`): nothing to do for a tool without them.
+        if let Err(denied) = preconditions::check(contract, caller, arguments) {
+            return Executed {
+                reason: Some(denied.reason),
+                ..(Ok(tool_error(denied.message)), Outcome::Denied).into()
+            };
+        }
+
         // 2b. Admit: the tool's scopes (the HTTP layer already answers 403 for them; checked again
         //     so no path skips them), then the rate limits. Nothing has reached the upstream yet.
         let missing = caller.missing_scopes(&contract.scopes);
@@ -160,15 +185,19 @@ impl Gateway {
             return (Ok(refusal.into_result()), Outcome::RateLimited).into();
         }
 
-        // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
-        //    inside the window from the record instead of running it again.
-        let Some(window) = contract.dedupe else {
-            return self.call_upstream(tool, request.arguments).await;
+        // 3. Call the upstream and validate its result; a tool with `dedupe`, or a call named by
+        //    an idempotency key, answers a repeat inside the window from the record instead of
+        //    running it again.
+        let window = match (&idempotency_key, contract.dedupe) {
+            (None, None) => return self.call_upstream(tool, request.arguments).await,
+            (Some(_), dedupe) => dedupe.unwrap_or(idempotency::DEFAULT_WINDOW),
+            (None, Some(window)) => window,
         };
         let key = CallKey {
             caller: caller.name.clone(),
             tool: contract.name.clone(),
             arguments: digest::sha256_of(arguments),
+            idempotency_key,
         };
         // How long the call can take: a duplicate on another replica waits about that long.
         let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
@@ -193,6 +222,7 @@ impl Gateway {
                 outcome: recorded.outcome.unwrap_or(Outcome::Ok),
                 attempts: 0,
                 replayed: true,
+                reason: None,
             },
             Deduped::NotRun(answer) => (
                 Ok(answer.result),
@@ -236,6 +266,7 @@ impl Gateway {
             outcome,
             attempts,
             replayed: false,
+            reason: None,
         };
         let result = match attempted.result {
             Ok(result) => result,

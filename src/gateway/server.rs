@@ -215,10 +215,11 @@ pub(super) async fn answer_tools_call(
         .and_then(caller_of)
         .cloned();
     let protocol = inbound.protocol.clone();
+    let idempotency_key = super::idempotency::key_of(inbound.meta);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut result = gateway
-            .call_tool(&caller, request, protocol.as_ref())
+            .call_tool(&caller, request, protocol.as_ref(), idempotency_key)
             .await?;
         // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
         // require; rmcp strips it again for older clients.

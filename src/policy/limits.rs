@@ -388,6 +388,7 @@ mod tests {
             name: name.into(),
             tools: vec!["*".into()],
             scopes: vec![],
+            roles: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
         }
     }

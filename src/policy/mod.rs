@@ -33,6 +33,9 @@ pub struct Caller {
     /// Globs over exposed tool names.
     pub tools: Vec<String>,
     pub scopes: Vec<String>,
+    /// The caller's roles (the configured `roles` of an API-key caller, or every role its token's
+    /// `roles_claim` names), as `when` preconditions read them.
+    pub roles: Vec<String>,
     pub rate: Option<Rate>,
 }
 
@@ -86,6 +89,7 @@ impl Authenticator {
                 name: c.name.clone(),
                 tools: c.tools.clone(),
                 scopes: c.scopes.clone(),
+                roles: c.roles.clone(),
                 rate: c.rate,
             });
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
@@ -194,6 +198,7 @@ mod tests {
             tools: vec!["read_*".into()],
             rate: None,
             scopes: vec![],
+            roles: vec![],
         }
     }
 
@@ -246,6 +251,7 @@ mod tests {
             name: "c".into(),
             tools: vec![],
             scopes: vec!["a".into(), "b".into()],
+            roles: vec![],
             rate: None,
         };
         let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
@@ -268,6 +274,7 @@ mod tests {
             name: "c".into(),
             tools: vec![],
             scopes: vec![],
+            roles: vec![],
             rate: None,
         };
         assert!(!c.may_use("read_file"));

@@ -449,3 +449,18 @@ mod tests {
         assert!(params.meta.is_none());
     }
 }
+
+/// Adds the event `name` with `attributes` to the current request's SERVER span (nothing without
+/// a tracer): a step of the pipeline saying what it decided.
+pub fn event(name: &'static str, attributes: &[(&'static str, String)]) {
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.is_recording() {
+            let attributes = attributes
+                .iter()
+                .map(|(k, v)| KeyValue::new(*k, v.clone()))
+                .collect();
+            span.add_event(name, attributes);
+        }
+    });
+}
