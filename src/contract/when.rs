@@ -217,6 +217,26 @@ fn context<'a>(
     Ok(context)
 }
 
+/// What `check` says of a tool's preconditions: each argument an expression reads that the
+/// input schema does not declare (a misspelt name makes the expression fail to evaluate, so every
+/// call would be denied, or tests a key that is never there).
+pub fn warnings(tool: &str, preconditions: &[Precondition], input: &Value) -> Vec<String> {
+    let declared = input.get("properties").and_then(Value::as_object);
+    let mut warnings = Vec::new();
+    for p in preconditions {
+        for name in argument_names(&p.expr) {
+            if !declared.is_some_and(|d| d.contains_key(&name)) {
+                warnings.push(format!(
+                    "tool `{tool}`: `when` {} reads `args.{name}`, which its `input` does not declare: \
+                     a call cannot send it, so the expression fails (and denies) or tests nothing",
+                    p.index
+                ));
+            }
+        }
+    }
+    warnings
+}
+
 /// The argument names (`args.NAME`, `has(args.NAME)`, `args['NAME']`) an expression reads at
 /// the top level of `args`, for `check` to compare with the input schema.
 pub fn argument_names(expr: &str) -> Vec<String> {
@@ -354,6 +374,19 @@ mod tests {
             assert_eq!(e.0, ".when.1.expr");
             assert!(e.1.contains(says), "{}", e.1);
         }
+    }
+
+    /// Proves: `check` warns for an argument the input schema lacks, and only for it.
+    #[test]
+    fn undeclared_arguments_are_warned_about() {
+        let input = json!({"type": "object", "properties": {"amount": {"type": "number"}}});
+        let w = warnings(
+            "refund",
+            &compiled(&["args.amount < 5.0", "args.ammount < 5.0"]),
+            &input,
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("`when` 1") && w[0].contains("args.ammount"), "{}", w[0]);
     }
 
     /// Proves: the argument names an expression reads are found in its usual spellings.
