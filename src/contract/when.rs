@@ -253,10 +253,7 @@ pub fn argument_names(expr: &str) -> Vec<String> {
         let rest = &expr[from..];
         let name: String = if let Some(field) = rest.strip_prefix('.') {
             field.chars().take_while(|c| is_ident_char(*c)).collect()
-        } else if let Some(index) = rest
-            .strip_prefix("['")
-            .or_else(|| rest.strip_prefix("[\""))
-        {
+        } else if let Some(index) = rest.strip_prefix("['").or_else(|| rest.strip_prefix("[\"")) {
             index
                 .chars()
                 .take_while(|c| *c != '\'' && *c != '"')
@@ -386,7 +383,11 @@ mod tests {
             &input,
         );
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("`when` 1") && w[0].contains("args.ammount"), "{}", w[0]);
+        assert!(
+            w[0].contains("`when` 1") && w[0].contains("args.ammount"),
+            "{}",
+            w[0]
+        );
     }
 
     /// Proves: the argument names an expression reads are found in its usual spellings.

@@ -23,9 +23,7 @@ enum Slot {
     },
     /// The call was dropped mid-flight: until the window ends, repeats answer that its effect is
     /// unknown (as with shared records in Redis) rather than run it a second time.
-    Abandoned {
-        until: Instant,
-    },
+    Abandoned { until: Instant },
 }
 
 /// The recorded calls of one gateway instance.
@@ -48,10 +46,7 @@ impl Identity {
         Identity {
             caller: key.caller.clone(),
             tool: key.tool.clone(),
-            arguments: key
-                .idempotency_key
-                .is_none()
-                .then(|| key.arguments.clone()),
+            arguments: key.idempotency_key.is_none().then(|| key.arguments.clone()),
             idempotency_key: key.idempotency_key.clone(),
         }
     }
@@ -90,7 +85,9 @@ impl MemoryDedupe {
                             "an identical call was abandoned in flight",
                         ));
                     }
-                    Some(Slot::InFlight { arguments, .. }) if !call.same_request(Some(arguments)) => {
+                    Some(Slot::InFlight { arguments, .. })
+                        if !call.same_request(Some(arguments)) =>
+                    {
                         return Deduped::NotRun(key_reused());
                     }
                     Some(Slot::InFlight { answer, .. }) => answer.clone(),

@@ -150,9 +150,9 @@ impl RedisDedupe {
                 Claim::Taken { value, ttl_ms } => (value, ttl_ms),
             };
             match serde_json::from_str::<Entry>(&value) {
-                Ok(
-                    Entry::Recorded { arguments, .. } | Entry::InFlight { arguments, .. },
-                ) if !key.same_request(arguments.as_deref()) => {
+                Ok(Entry::Recorded { arguments, .. } | Entry::InFlight { arguments, .. })
+                    if !key.same_request(arguments.as_deref()) =>
+                {
                     return Deduped::NotRun(key_reused());
                 }
                 Ok(Entry::Recorded {
