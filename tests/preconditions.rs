@@ -3,6 +3,8 @@
 //! denies without echoing the arguments, and one that does not compile stops the gateway loading.
 
 mod common;
+#[allow(dead_code)] // the collector of tests/telemetry.rs; this file uses a part of it
+mod otel;
 
 use std::process::Command;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use common::{
     BOB, ConfigDir, Gateway, KEY, call_answered, call_ok, client, contract_file, counter,
     demo_stdio_config, hash_key, receipts_command, receipts_json, text_of,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// `capped_count` (the demo counter) may wait at most 10 ms unless the caller has the finance
 /// role; `broken_count` compares a number with a string (a CEL type error).
@@ -50,6 +52,65 @@ fn start() -> Gateway {
         &demo_stdio_config(&callers(), ""),
         &[("demo.yaml", &contract_file("demo", &[CONTRACT]))],
     )
+}
+
+/// The `narrowgate.precondition` events of the SERVER spans of `tool` among `spans`, as
+/// (outcome, index).
+fn precondition_events(spans: &[Value], tool: &str) -> Vec<(String, Option<String>)> {
+    let name = format!("tools/call {tool}");
+    spans
+        .iter()
+        .filter(|s| s["name"] == name.as_str() && s["kind"] == "SPAN_KIND_SERVER")
+        .flat_map(|s| s["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["name"] == "narrowgate.precondition")
+        .map(|e| {
+            let attribute = |k: &str| e["attributes"][k].as_str().map(str::to_string);
+            (attribute("outcome").unwrap_or_default(), attribute("index"))
+        })
+        .collect()
+}
+
+/// Proves: each decision is an event `narrowgate.precondition` on the call's SERVER span, with
+/// its outcome (`passed`, `false`, `unevaluable`) and the index of the one that denied.
+#[tokio::test]
+async fn the_decision_is_a_span_event() {
+    let collector = otel::Collector::start();
+    let config = demo_stdio_config(
+        &callers(),
+        &format!(
+            "telemetry:\n  service_name: gw-when\n  otlp_endpoint: {}\n  otlp_protocol: http/protobuf\n",
+            collector.http
+        ),
+    );
+    let gateway = Gateway::spawn(
+        &config,
+        &[("demo.yaml", &contract_file("demo", &[CONTRACT]))],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    gateway.wait_ready(Duration::from_secs(60));
+    let alice = client(&gateway.url, KEY).await;
+    call_ok(&alice, "capped_count", json!({"delay_ms": 1})).await;
+    call_answered(&alice, "capped_count", json!({"delay_ms": 99})).await;
+    call_answered(&alice, "broken_count", json!({"delay_ms": 1})).await;
+    let spans = collector
+        .wait_for("the three calls' spans", |spans| {
+            precondition_events(spans, "capped_count").len() == 2
+                && precondition_events(spans, "broken_count").len() == 1
+        })
+        .await;
+    let mut capped = precondition_events(&spans, "capped_count");
+    capped.sort();
+    assert_eq!(
+        capped,
+        [
+            ("false".to_string(), Some("1".to_string())),
+            ("passed".to_string(), None)
+        ]
+    );
+    assert_eq!(
+        precondition_events(&spans, "broken_count"),
+        [("unevaluable".to_string(), Some("0".to_string()))]
+    );
 }
 
 /// Proves: a call whose preconditions hold reaches the upstream; a false one is a tool error with
