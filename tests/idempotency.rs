@@ -20,6 +20,7 @@ fn contract() -> String {
         "demo",
         &[
             &counter_tool("count", ""),
+            &counter_tool("count_once", "    dedupe: 60s\n"),
             "  peek_counter:\n    privilege: read\n",
             "  echo_meta:\n    privilege: read\n    input: { type: object, properties: { meta: \
              { type: object } }, required: [meta] }\n",
@@ -161,5 +162,35 @@ async fn a_key_holds_across_two_gateways_sharing_redis() {
         counter(&cb).await,
         before + 1,
         "the upstream ran it more than once"
+    );
+}
+
+/// Proves: through rmcp's own handler (`direct_calls: false`) the key is read alike, and a
+/// `dedupe` tool keeps its promise under keys: a keyed call, the identical call without a key
+/// and under another key all get the one answer, the upstream ran it once.
+#[tokio::test]
+async fn keys_and_dedupe_run_a_call_once_through_rmcp_too() {
+    let gateway = Gateway::start(
+        &demo_stdio_config(&callers(&[]), "direct_calls: false\n"),
+        &[("demo.yaml", &contract())],
+    );
+    let alice = client(&gateway.url, KEY).await;
+    let before = counter(&alice).await;
+    let first = call_with_key(&alice, "count", json!({"delay_ms": 1}), "k-1").await;
+    let again = call_with_key(&alice, "count", json!({"delay_ms": 1}), "k-1").await;
+    assert!(!replayed(&first) && replayed(&again), "{again:?}");
+    assert_eq!(counter(&alice).await, before + 1);
+
+    let keyed = call_with_key(&alice, "count_once", json!({"delay_ms": 1}), "k-2").await;
+    assert!(!replayed(&keyed), "{keyed:?}");
+    let plain = common::call_answered(&alice, "count_once", json!({"delay_ms": 1})).await;
+    assert!(replayed(&plain), "dedupe ran a keyed call again: {plain:?}");
+    let other_key = call_with_key(&alice, "count_once", json!({"delay_ms": 1}), "k-3").await;
+    assert!(replayed(&other_key), "{other_key:?}");
+    assert_eq!(plain.structured_content, keyed.structured_content);
+    assert_eq!(
+        counter(&alice).await,
+        before + 2,
+        "the dedupe call ran twice"
     );
 }

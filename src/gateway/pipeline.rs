@@ -188,48 +188,66 @@ impl Gateway {
         // 3. Call the upstream and validate its result; a tool with `dedupe`, or a call named by
         //    an idempotency key, answers a repeat inside the window from the record instead of
         //    running it again.
-        let window = match (&idempotency_key, contract.dedupe) {
-            (None, None) => return self.call_upstream(tool, request.arguments).await,
-            (Some(_), dedupe) => dedupe.unwrap_or(idempotency::DEFAULT_WINDOW),
-            (None, Some(window)) => window,
-        };
-        let key = CallKey {
+        if idempotency_key.is_none() && contract.dedupe.is_none() {
+            return self.call_upstream(tool, request.arguments).await;
+        }
+        let by_arguments = CallKey {
             caller: caller.name.clone(),
             tool: contract.name.clone(),
             arguments: digest::sha256_of(arguments),
-            idempotency_key,
+            idempotency_key: None,
         };
-        // How long the call can take: a duplicate on another replica waits about that long.
-        let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
+        let (Some(key), dedupe) = (idempotency_key, contract.dedupe) else {
+            let window = contract.dedupe.unwrap_or_default();
+            return self
+                .once(tool, by_arguments, window, request.arguments)
+                .await;
+        };
+        let by_key = CallKey {
+            idempotency_key: Some(key),
+            ..by_arguments.clone()
+        };
         let run = async {
-            let executed = self.call_upstream(tool, request.arguments).await;
-            // Only what reached the upstream is recorded: a call that never left may run again.
-            let recorded = match (&executed.answer, executed.attempts) {
-                (Ok(result), 1..) => Some(Recorded {
-                    result: result.clone(),
-                    outcome: Some(executed.outcome),
-                }),
-                _ => None,
+            let executed = match dedupe {
+                // A `dedupe` tool keeps its own promise under a key too: the identical call, keyed
+                // or not, runs once in its window.
+                Some(window) => {
+                    Box::pin(self.once(tool, by_arguments, window, request.arguments)).await
+                }
+                None => self.call_upstream(tool, request.arguments).await,
             };
+            let recorded = recorded_of(&executed);
             (executed, recorded)
         };
-        // Boxed: only `dedupe` tools take this path, and its state (a second upstream call,
-        // Redis) would otherwise sit in every call's future.
-        match Box::pin(self.dedupe.run(key, window, longest_run, run)).await {
-            Deduped::Ran(executed) => executed,
-            Deduped::Replayed(recorded) => Executed {
-                answer: Ok(recorded.result),
-                outcome: recorded.outcome.unwrap_or(Outcome::Ok),
-                attempts: 0,
-                replayed: true,
-                reason: None,
-            },
-            Deduped::NotRun(answer) => (
-                Ok(answer.result),
-                answer.outcome.unwrap_or(Outcome::Unknown),
-            )
-                .into(),
-        }
+        let window = dedupe.unwrap_or(idempotency::DEFAULT_WINDOW);
+        let longest_run = self.longest_run(contract);
+        // Boxed: only keyed calls take this path (see `once`).
+        answered(Box::pin(self.dedupe.run(by_key, window, longest_run, run)).await)
+    }
+
+    /// Runs the call at most once per `key` inside `window`: a repeat, or a duplicate in flight,
+    /// gets the recorded answer.
+    async fn once(
+        &self,
+        tool: &ExposedTool,
+        key: CallKey,
+        window: Duration,
+        arguments: Option<JsonObject>,
+    ) -> Executed {
+        let run = async {
+            let executed = self.call_upstream(tool, arguments).await;
+            let recorded = recorded_of(&executed);
+            (executed, recorded)
+        };
+        let longest_run = self.longest_run(&tool.contract);
+        // Boxed: only `dedupe` tools and keyed calls take this path, and its state (a second
+        // upstream call, Redis) would otherwise sit in every call's future.
+        answered(Box::pin(self.dedupe.run(key, window, longest_run, run)).await)
+    }
+
+    /// How long a call can take: a duplicate on another replica waits about that long.
+    fn longest_run(&self, contract: &ToolContract) -> Duration {
+        Upstream::longest_call(self.timeout_of(contract), retries_of(contract))
     }
 
     /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
@@ -326,6 +344,38 @@ impl Gateway {
                     .and_then(|u| u.default_timeout)
             })
             .unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+/// What a call leaves for its repeats: only what reached the upstream (a call that never left may
+/// run again), or a recorded answer it replayed.
+fn recorded_of(executed: &Executed) -> Option<Recorded> {
+    match (&executed.answer, executed.attempts, executed.replayed) {
+        (Ok(result), 1.., _) | (Ok(result), _, true) => Some(Recorded {
+            result: result.clone(),
+            outcome: Some(executed.outcome),
+        }),
+        _ => None,
+    }
+}
+
+/// A deduplicated call's [`Executed`]: its own, or a replay (attempts 0), or the tool error of
+/// one that was not run.
+fn answered(deduped: Deduped<Executed>) -> Executed {
+    match deduped {
+        Deduped::Ran(executed) => executed,
+        Deduped::Replayed(recorded) => Executed {
+            answer: Ok(recorded.result),
+            outcome: recorded.outcome.unwrap_or(Outcome::Ok),
+            attempts: 0,
+            replayed: true,
+            reason: None,
+        },
+        Deduped::NotRun(answer) => (
+            Ok(answer.result),
+            answer.outcome.unwrap_or(Outcome::Unknown),
+        )
+            .into(),
     }
 }
 
