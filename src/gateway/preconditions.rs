@@ -71,3 +71,54 @@ pub fn check(contract: &ToolContract, caller: &Caller, arguments: &Value) -> Res
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ContractSet;
+    use serde_json::json;
+
+    fn contracts() -> ContractSet {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("c.yaml"),
+            "upstream: a\ntools:\n  free: {}\n  guarded:\n    input: {type: object, properties: \
+             {n: {type: integer}}}\n    when:\n      - {expr: 'args.n < 3', message: n must be \
+             under 3}\n      - {expr: 'args.n', message: never}\n",
+        )
+        .expect("write");
+        ContractSet::load_dir(dir.path()).expect("loads")
+    }
+
+    fn caller() -> Caller {
+        Caller {
+            name: "alice".into(),
+            tools: vec!["*".into()],
+            scopes: vec![],
+            roles: vec![],
+            rate: None,
+        }
+    }
+
+    /// Proves: a tool without `when` passes whatever its arguments; a false precondition
+    /// answers its message with the reason naming it; one that does not evaluate to a boolean
+    /// denies with a reason saying so.
+    #[test]
+    fn denials_carry_message_and_reason() {
+        let set = contracts();
+        assert_eq!(
+            check(&set.tools["free"], &caller(), &json!({"n": 9})),
+            Ok(())
+        );
+        let guarded = &set.tools["guarded"];
+        assert_eq!(
+            check(guarded, &caller(), &json!({"n": 5})),
+            Err(Denied {
+                message: "n must be under 3".into(),
+                reason: "precondition 0: n must be under 3".into(),
+            })
+        );
+        let unevaluable = check(guarded, &caller(), &json!({"n": 1})).unwrap_err();
+        assert_eq!(unevaluable.reason, "precondition 1 could not be evaluated");
+    }
+}
