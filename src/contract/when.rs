@@ -414,6 +414,51 @@ mod tests {
         );
     }
 
+    /// Measures what two preconditions cost per call (build the variables, evaluate both).
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn cost_per_call() {
+        let rule = "args.amount <= 500.0 || 'finance' in caller.roles";
+        let exprs = [
+            rule,
+            "tool.side_effects == 'irreversible' && has(args.order)",
+        ];
+        let n = 20_000;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            let r = run(&exprs, json!({"amount": 100.0, "order": "o-1"}), &["staff"]);
+            assert_eq!(r, Ok(()));
+        }
+        eprintln!(
+            "{:.1} µs per call (compiling included)",
+            started.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+        );
+        let compiled = compiled(&exprs);
+        let (roles, scopes) = (vec!["staff".to_string()], vec![]);
+        let args = json!({"amount": 100.0, "order": "o-1"});
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            let subject = Subject {
+                name: "alice",
+                roles: &roles,
+                scopes: &scopes,
+            };
+            let tool = ToolFacts {
+                name: "refund",
+                privilege: Privilege::Write,
+                side_effects: SideEffects::Irreversible,
+            };
+            assert_eq!(
+                evaluate(&compiled, &args, &subject, &tool, SystemTime::now()),
+                Ok(())
+            );
+        }
+        eprintln!(
+            "{:.1} µs per call (evaluation only)",
+            started.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+        );
+    }
+
     /// Proves: the argument names an expression reads are found in its usual spellings.
     #[test]
     fn argument_names_are_found() {
