@@ -287,6 +287,11 @@ fn build_report(
             pinned: contract.pin.clone(),
             upstream_digest: None,
         };
+        warnings.extend(crate::contract::when::warnings(
+            name,
+            &contract.when,
+            &contract.input,
+        ));
         if !config.upstreams.contains_key(&contract.upstream) {
             let reason = format!(
                 "upstream `{}` is not configured: add it under `upstreams:` in {config_file} or fix `upstream:` in {}",

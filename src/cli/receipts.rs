@@ -114,10 +114,10 @@ fn print_json(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
 
 fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     let header = [
-        "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "ID",
+        "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "ID", "REASON",
     ]
     .map(String::from);
-    let rows: Vec<[String; 8]> = receipts
+    let rows: Vec<[String; 9]> = receipts
         .iter()
         .map(|r| {
             let upstream = match (&r.upstream, &r.upstream_tool) {
@@ -138,6 +138,8 @@ fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
                 r.attempts.to_string(),
                 format!("{:.1}", r.duration_ms),
                 r.id.clone(),
+                // Last, being free text: why a call was refused (the precondition that denied it).
+                r.reason.clone().unwrap_or_else(|| "-".to_string()),
             ]
         })
         .collect();

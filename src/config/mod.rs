@@ -225,6 +225,10 @@ pub struct CallerConfig {
     /// The OAuth scopes this API-key caller holds, checked against the contracts' `scopes`.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// The roles this API-key caller holds, as contracts' `when` preconditions read them
+    /// (`'finance' in caller.roles`). OAuth callers' roles come from `oauth.roles_claim`.
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 /// The gateway as an OAuth 2.1 resource server: JWT bearer tokens of one issuer.

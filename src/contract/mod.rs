@@ -11,6 +11,7 @@ pub mod narrow;
 pub mod publish;
 pub mod resources;
 pub mod schema;
+pub mod when;
 
 #[cfg(test)]
 mod proptests;
@@ -114,6 +115,11 @@ struct ToolContractFields {
     /// definition changes, the tool is disabled until the pin is updated.
     #[schemars(pattern(or_env_reference("sha256:[0-9A-Fa-f]{64}")))]
     pin: Option<String>,
+    /// Preconditions (CEL) that must all hold for a call to go ahead, checked after the
+    /// arguments validate and before rate limits. A false one denies the call with its
+    /// `message`; one that cannot be evaluated denies it too.
+    #[serde(default)]
+    when: Vec<when::WhenFields>,
 }
 
 /// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
@@ -143,7 +149,7 @@ pub enum Privilege {
 }
 
 /// Whether a tool's effects can be undone.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, JsonSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SideEffects {
     None,
@@ -176,6 +182,8 @@ pub struct ToolContract {
     pub output_validator: Option<Arc<Validator>>,
     pub redact: Vec<String>,
     pub pin: Option<String>,
+    /// Compiled `when` preconditions, in order (empty: none, and nothing to evaluate).
+    pub when: Vec<when::Precondition>,
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
 }
@@ -370,7 +378,7 @@ fn build(
             );
         }
     }
-    let digest = digest::sha256_of(&json!({
+    let mut described = json!({
         "name": name, "upstream": upstream, "upstream_tool": f.upstream_tool,
         "title": f.title, "description": f.description,
         "privilege": format!("{:?}", f.privilege), "side_effects": format!("{side_effects:?}"),
@@ -378,7 +386,16 @@ fn build(
         "retries": f.retries, "scopes": f.scopes, "rate": f.rate.map(|r| r.to_string()),
         "dedupe": f.dedupe.map(|d| d.0.as_millis() as u64),
         "input": input, "output": f.output, "redact": f.redact, "pin": f.pin,
-    }));
+    });
+    // Only when present, so that the digests of contracts without preconditions stay as they were.
+    if !f.when.is_empty()
+        && let Some(fields) = described.as_object_mut()
+    {
+        let when: Vec<Value> = f.when.iter().map(|w| json!([w.expr, w.message])).collect();
+        fields.insert("when".into(), Value::Array(when));
+    }
+    let digest = digest::sha256_of(&described);
+    let when = when::compile(f.when)?;
     Ok(ToolContract {
         name: name.to_string(),
         upstream: upstream.to_string(),
@@ -400,6 +417,7 @@ fn build(
         output_validator,
         redact: f.redact,
         pin: f.pin,
+        when,
         digest,
     })
 }

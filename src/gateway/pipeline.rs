@@ -13,6 +13,8 @@ use serde_json::Value;
 use super::Gateway;
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
+use super::idempotency::{self, BadKey};
+use super::preconditions;
 use crate::contract::ToolContract;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
@@ -35,6 +37,8 @@ pub struct Executed {
     pub attempts: u32,
     /// The answer is a recorded result (`dedupe`), not a new execution.
     pub replayed: bool,
+    /// Why the call was refused, in words, for the receipt (the precondition that denied it).
+    pub reason: Option<String>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -45,17 +49,20 @@ impl From<(Answer, Outcome)> for Executed {
             outcome,
             attempts: 0,
             replayed: false,
+            reason: None,
         }
     }
 }
 
 impl Gateway {
-    /// Handles `tools/call` for an authenticated `caller`.
+    /// Handles `tools/call` for an authenticated `caller`. `idempotency_key` is the request's
+    /// `narrowgate/idempotencyKey`, as read from its `_meta` (refused if malformed).
     pub async fn call_tool(
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
+        idempotency_key: Result<Option<String>, BadKey>,
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -67,7 +74,9 @@ impl Gateway {
         let tool = crate::policy::names::shown_tool(&request.name).into_owned();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let executed = self.execute(caller, request, &arguments, protocol).await;
+        let executed = self
+            .execute(caller, request, &arguments, protocol, idempotency_key)
+            .await;
         let call = Call {
             caller: &caller.name,
             tool: &tool,
@@ -77,6 +86,7 @@ impl Gateway {
             outcome: executed.outcome,
             attempts: executed.attempts,
             replayed: executed.replayed,
+            reason: executed.reason.as_deref(),
             started,
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
@@ -107,6 +117,7 @@ impl Gateway {
             outcome: Outcome::Denied,
             attempts: 0,
             replayed: false,
+            reason: None,
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: telemetry::trace_id(),
@@ -122,6 +133,7 @@ impl Gateway {
         request: CallToolRequestParams,
         arguments: &Value,
         protocol: Option<&ProtocolVersion>,
+        idempotency_key: Result<Option<String>, BadKey>,
     ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
@@ -148,6 +160,19 @@ impl Gateway {
                 .into();
         }
 
+        let idempotency_key = match idempotency_key {
+            Ok(key) => key,
+            Err(bad) => return (Ok(tool_error(bad.to_string())), Outcome::RejectedInput).into(),
+        };
+
+        // 2a. Preconditions (`when`): nothing to do for a tool without them.
+        if let Err(denied) = preconditions::check(contract, caller, arguments) {
+            return Executed {
+                reason: Some(denied.reason),
+                ..(Ok(tool_error(denied.message)), Outcome::Denied).into()
+            };
+        }
+
         // 2b. Admit: the tool's scopes (the HTTP layer already answers 403 for them; checked again
         //     so no path skips them), then the rate limits. Nothing has reached the upstream yet.
         let missing = caller.missing_scopes(&contract.scopes);
@@ -163,50 +188,76 @@ impl Gateway {
             return (Ok(refusal.into_result()), Outcome::RateLimited).into();
         }
 
-        // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
-        //    inside the window from the record instead of running it again.
-        let Some(window) = contract.dedupe else {
+        // 3. Call the upstream and validate its result; a tool with `dedupe`, or a call named by
+        //    an idempotency key, answers a repeat inside the window from the record instead of
+        //    running it again.
+        if idempotency_key.is_none() && contract.dedupe.is_none() {
             return self
                 .call_upstream(tool, request.arguments, request.meta)
                 .await;
-        };
-        let key = CallKey {
+        }
+        let by_arguments = CallKey {
             caller: caller.name.clone(),
             tool: contract.name.clone(),
             arguments: digest::sha256_of(arguments),
+            idempotency_key: None,
         };
-        // How long the call can take: a duplicate on another replica waits about that long.
-        let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
-        let run = async {
-            let executed = self
-                .call_upstream(tool, request.arguments, request.meta)
+        let (Some(key), dedupe) = (idempotency_key, contract.dedupe) else {
+            let window = contract.dedupe.unwrap_or_default();
+            return self
+                .once(tool, by_arguments, window, request.arguments, request.meta)
                 .await;
-            // Only what reached the upstream is recorded: a call that never left may run again.
-            let recorded = match (&executed.answer, executed.attempts) {
-                (Ok(result), 1..) => Some(Recorded {
-                    result: result.clone(),
-                    outcome: Some(executed.outcome),
-                }),
-                _ => None,
+        };
+        let by_key = CallKey {
+            idempotency_key: Some(key),
+            ..by_arguments.clone()
+        };
+        let run = async {
+            let executed = match dedupe {
+                // A `dedupe` tool keeps its own promise under a key too: the identical call, keyed
+                // or not, runs once in its window.
+                Some(window) => {
+                    Box::pin(self.once(tool, by_arguments, window, request.arguments, request.meta))
+                        .await
+                }
+                None => {
+                    self.call_upstream(tool, request.arguments, request.meta)
+                        .await
+                }
             };
+            let recorded = recorded_of(&executed);
             (executed, recorded)
         };
-        // Boxed: only `dedupe` tools take this path, and its state (a second upstream call,
-        // Redis) would otherwise sit in every call's future.
-        match Box::pin(self.dedupe.run(key, window, longest_run, run)).await {
-            Deduped::Ran(executed) => executed,
-            Deduped::Replayed(recorded) => Executed {
-                answer: Ok(recorded.result),
-                outcome: recorded.outcome.unwrap_or(Outcome::Ok),
-                attempts: 0,
-                replayed: true,
-            },
-            Deduped::NotRun(answer) => (
-                Ok(answer.result),
-                answer.outcome.unwrap_or(Outcome::Unknown),
-            )
-                .into(),
-        }
+        let window = dedupe.unwrap_or(idempotency::DEFAULT_WINDOW);
+        let longest_run = self.longest_run(contract);
+        // Boxed: only keyed calls take this path (see `once`).
+        answered(Box::pin(self.dedupe.run(by_key, window, longest_run, run)).await)
+    }
+
+    /// Runs the call at most once per `key` inside `window`: a repeat, or a duplicate in flight,
+    /// gets the recorded answer.
+    async fn once(
+        &self,
+        tool: &ExposedTool,
+        key: CallKey,
+        window: Duration,
+        arguments: Option<JsonObject>,
+        meta: Option<RequestMetaObject>,
+    ) -> Executed {
+        let run = async {
+            let executed = self.call_upstream(tool, arguments, meta).await;
+            let recorded = recorded_of(&executed);
+            (executed, recorded)
+        };
+        let longest_run = self.longest_run(&tool.contract);
+        // Boxed: only `dedupe` tools and keyed calls take this path, and its state (a second
+        // upstream call, Redis) would otherwise sit in every call's future.
+        answered(Box::pin(self.dedupe.run(key, window, longest_run, run)).await)
+    }
+
+    /// How long a call can take: a duplicate on another replica waits about that long.
+    fn longest_run(&self, contract: &ToolContract) -> Duration {
+        Upstream::longest_call(self.timeout_of(contract), retries_of(contract))
     }
 
     /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
@@ -250,6 +301,7 @@ impl Gateway {
             outcome,
             attempts,
             replayed: false,
+            reason: None,
         };
         let result = match attempted.result {
             Ok(result) => result,
@@ -310,6 +362,38 @@ impl Gateway {
                     .and_then(|u| u.default_timeout)
             })
             .unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+/// What a call leaves for its repeats: only what reached the upstream (a call that never left may
+/// run again), or a recorded answer it replayed.
+fn recorded_of(executed: &Executed) -> Option<Recorded> {
+    match (&executed.answer, executed.attempts, executed.replayed) {
+        (Ok(result), 1.., _) | (Ok(result), _, true) => Some(Recorded {
+            result: result.clone(),
+            outcome: Some(executed.outcome),
+        }),
+        _ => None,
+    }
+}
+
+/// A deduplicated call's [`Executed`]: its own, or a replay (attempts 0), or the tool error of
+/// one that was not run.
+fn answered(deduped: Deduped<Executed>) -> Executed {
+    match deduped {
+        Deduped::Ran(executed) => executed,
+        Deduped::Replayed(recorded) => Executed {
+            answer: Ok(recorded.result),
+            outcome: recorded.outcome.unwrap_or(Outcome::Ok),
+            attempts: 0,
+            replayed: true,
+            reason: None,
+        },
+        Deduped::NotRun(answer) => (
+            Ok(answer.result),
+            answer.outcome.unwrap_or(Outcome::Unknown),
+        )
+            .into(),
     }
 }
 

@@ -111,6 +111,7 @@ impl Gateway {
             outcome,
             attempts: u32::from(!matches!(outcome, Outcome::Denied | Outcome::RejectedInput)),
             replayed: false,
+            reason: None,
             started,
             duration: clock.elapsed(),
             trace_id: telemetry::trace_id(),

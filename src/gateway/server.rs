@@ -444,12 +444,13 @@ pub(super) async fn answer_tools_call(
     let protocol = inbound.protocol.clone();
     // The client's own `_meta` keys go upstream (`relay::meta`), bounded.
     let forwarded_meta = super::relay::meta::forwarded(inbound.meta);
+    let idempotency_key = super::idempotency::key_of(inbound.meta);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut request = request;
         request.meta = forwarded_meta?;
         let mut result = gateway
-            .call_tool(&caller, request, protocol.as_ref())
+            .call_tool(&caller, request, protocol.as_ref(), idempotency_key)
             .await?;
         // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
         // require; rmcp strips it again for older clients.

@@ -390,6 +390,7 @@ mod tests {
             resources: vec![],
             prompts: vec![],
             scopes: vec![],
+            roles: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
         }
     }

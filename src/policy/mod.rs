@@ -37,6 +37,9 @@ pub struct Caller {
     /// Globs over exposed prompt names.
     pub prompts: Vec<String>,
     pub scopes: Vec<String>,
+    /// The caller's roles (the configured `roles` of an API-key caller, or every role its token's
+    /// `roles_claim` names), as `when` preconditions read them.
+    pub roles: Vec<String>,
     pub rate: Option<Rate>,
 }
 
@@ -107,6 +110,7 @@ impl Authenticator {
                 resources: c.resources.clone(),
                 prompts: c.prompts.clone(),
                 scopes: c.scopes.clone(),
+                roles: c.roles.clone(),
                 rate: c.rate,
             });
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
@@ -217,6 +221,7 @@ mod tests {
             prompts: vec![],
             rate: None,
             scopes: vec![],
+            roles: vec![],
         }
     }
 
@@ -271,6 +276,7 @@ mod tests {
             resources: vec![],
             prompts: vec![],
             scopes: vec!["a".into(), "b".into()],
+            roles: vec![],
             rate: None,
         };
         let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
@@ -295,6 +301,7 @@ mod tests {
             resources: vec![],
             prompts: vec![],
             scopes: vec![],
+            roles: vec![],
             rate: None,
         };
         assert!(!c.may_use("read_file"));

@@ -193,8 +193,12 @@ impl TokenValidator {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| TokenError::MissingClaim(self.caller_claim.clone()))?;
         let mut roles: Vec<&RoleConfig> = self.roles.get("default").into_iter().collect();
+        let mut role_names: Vec<String> = Vec::new();
         if let Some(path) = &self.roles_claim {
             for role in strings(claim(claims, path)) {
+                if !role_names.iter().any(|r| r == role) {
+                    role_names.push(role.to_string());
+                }
                 if role != "default"
                     && let Some(r) = self.roles.get(role)
                 {
@@ -238,6 +242,7 @@ impl TokenValidator {
             resources,
             prompts,
             scopes,
+            roles: role_names,
             rate,
         })
     }

@@ -170,6 +170,9 @@ pub struct Call<'a> {
     pub duration: Duration,
     /// The W3C trace id of the call's span, once telemetry provides one.
     pub trace_id: Option<String>,
+    /// Why the call was refused, when a rule of the gateway said so in words (the precondition
+    /// that denied it: `precondition N: MESSAGE`).
+    pub reason: Option<&'a str>,
 }
 
 /// One row of the receipts table, as written and as `narrowgate receipts --json` prints it.
@@ -194,6 +197,8 @@ pub struct Receipt {
     pub trace_id: Option<String>,
     /// The redacted arguments, only with `store_arguments: true`.
     pub arguments: Option<Value>,
+    /// Why the call was refused, when a rule said so in words (`precondition N: MESSAGE`).
+    pub reason: Option<String>,
 }
 
 impl Receipt {
@@ -232,6 +237,7 @@ impl Receipt {
             duration_ms: call.duration.as_micros() as f64 / 1000.0,
             trace_id: call.trace_id.clone(),
             arguments: (store_arguments && call.contract.is_some()).then(|| redacted.into_owned()),
+            reason: call.reason.map(str::to_string),
         }
     }
 }
@@ -316,6 +322,7 @@ mod tests {
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: None,
+            reason: None,
         };
         let ids: Vec<String> = (0..1000).map(|_| Receipt::of(&call, false).id).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
@@ -348,6 +355,7 @@ mod tests {
             outcome: Outcome::Denied,
             attempts: 0,
             replayed: false,
+            reason: None,
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: None,

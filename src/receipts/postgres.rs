@@ -22,7 +22,7 @@ use super::store::ReceiptError;
 use super::{Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `MIGRATIONS[v]` brings a database at version `v` to `v + 1` (0: no tables yet).
 pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -48,6 +48,8 @@ pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // commonest) find their rows through an index, newest first.
     "CREATE INDEX receipts_tool_id ON receipts (tool, id);
      CREATE INDEX receipts_caller_id ON receipts (caller, id);",
+    // 3: why a call was denied (the `when` precondition that refused it), as in SQLite.
+    "ALTER TABLE receipts ADD COLUMN reason text;",
 ];
 
 /// Held while migrating (`pg_advisory_xact_lock`): any fixed number unlikely to collide.
@@ -56,13 +58,15 @@ const MIGRATION_LOCK: i64 = 0x6e61_7272_6f77; // "narrow"
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
-    contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments) \
+    contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
+    reason) \
     SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
-    outcome, attempts, replayed, duration_ms, trace_id, arguments::jsonb FROM unnest(\
+    outcome, attempts, replayed, duration_ms, trace_id, arguments::jsonb, reason FROM unnest(\
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
-    $8::text[], $9::text[], $10::int8[], $11::bool[], $12::float8[], $13::text[], $14::text[]) \
+    $8::text[], $9::text[], $10::int8[], $11::bool[], $12::float8[], $13::text[], $14::text[], \
+    $15::text[]) \
     AS t(id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
-    outcome, attempts, replayed, duration_ms, trace_id, arguments) \
+    outcome, attempts, replayed, duration_ms, trace_id, arguments, reason) \
     ON CONFLICT (id) DO NOTHING";
 
 /// `url` without its password, for messages and logs.
@@ -177,6 +181,7 @@ impl PgWriter {
         let traces: Vec<Option<String>> = column(|r| r.trace_id.clone());
         let arguments: Vec<Option<String>> =
             column(|r| r.arguments.as_ref().map(|a| a.to_string()));
+        let reasons: Vec<Option<String>> = column(|r| r.reason.clone());
         let (client, insert) = self.client()?;
         let result = client.execute(
             &*insert,
@@ -195,6 +200,7 @@ impl PgWriter {
                 &durations,
                 &traces,
                 &arguments,
+                &reasons,
             ],
         );
         result.map(drop)
@@ -321,8 +327,8 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
     }
     let mut sql = String::from(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
-         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments::text \
-         FROM receipts",
+         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments::text, \
+         reason FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -361,6 +367,7 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
                 arguments: arguments.map(|text| {
                     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
                 }),
+                reason: row.try_get(14)?,
             })
         };
         receipts.push(read().map_err(error)?);

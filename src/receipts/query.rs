@@ -94,9 +94,14 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         conditions.push("time >= ?");
         values.push(SqlValue::Text(format_utc_millis(from)));
     }
-    let mut sql = String::from(
+    // A database no gateway of this version has opened yet has no `reason` column (version 2).
+    let version: i64 = connection
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap_or(0);
+    let reason = if version >= 3 { "reason" } else { "NULL" };
+    let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
-         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments \
+         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, {reason} \
          FROM receipts",
     );
     if !conditions.is_empty() {
@@ -133,6 +138,7 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
                 replayed: row.get(10)?,
                 duration_ms: row.get(11)?,
                 trace_id: row.get(12)?,
+                reason: row.get(14)?,
                 // Written by the gateway as JSON; anything else is shown as a string.
                 arguments: arguments.map(|text| {
                     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))

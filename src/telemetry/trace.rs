@@ -380,6 +380,21 @@ impl Extractor for W3c<'_> {
     }
 }
 
+/// Adds the event `name` with `attributes` to the current request's SERVER span (nothing without
+/// a tracer): a step of the pipeline saying what it decided.
+pub fn event(name: &'static str, attributes: &[(&'static str, String)]) {
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.is_recording() {
+            let attributes = attributes
+                .iter()
+                .map(|(k, v)| KeyValue::new(*k, v.clone()))
+                .collect();
+            span.add_event(name, attributes);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

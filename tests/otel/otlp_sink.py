@@ -7,7 +7,8 @@ The collector under test (rotel) forwards what it receives here; the tests read 
 - POST /v1/traces: an ExportTraceServiceRequest as protobuf (or OTLP/JSON), optionally gzipped,
   decoded with the official opentelemetry-proto classes. Other signals are accepted and dropped.
 - GET /spans: every span received so far, as a JSON array of flat records:
-  {resource, scope, name, kind, trace_id, span_id, parent_span_id, attributes, status, links}
+  {resource, scope, name, kind, trace_id, span_id, parent_span_id, attributes, status, links,
+   events: [{name, attributes}]}
   with ids in lowercase hex and attribute values as plain JSON values.
 - DELETE /spans: forget them.
 
@@ -84,6 +85,10 @@ def records_of(request):
                     "links": [
                         {"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
                         for link in span.links
+                    ],
+                    "events": [
+                        {"name": event.name, "attributes": attributes_of(event.attributes)}
+                        for event in span.events
                     ],
                 }
 

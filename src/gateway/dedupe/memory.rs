@@ -7,25 +7,49 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::record::{CallKey, Deduped, Recorded, effect_unknown, replayed};
+use super::record::{CallKey, Deduped, Recorded, effect_unknown, key_reused, replayed};
 
+/// A slot's state; `arguments` is the digest of the call that holds it (compared when the
+/// identity is an idempotency key).
 enum Slot {
-    InFlight(watch::Receiver<Option<Recorded>>),
+    InFlight {
+        answer: watch::Receiver<Option<Recorded>>,
+        arguments: String,
+    },
     Done {
         recorded: Recorded,
+        arguments: String,
         until: Instant,
     },
     /// The call was dropped mid-flight: until the window ends, repeats answer that its effect is
     /// unknown (as with shared records in Redis) rather than run it a second time.
-    Abandoned {
-        until: Instant,
-    },
+    Abandoned { until: Instant },
 }
 
 /// The recorded calls of one gateway instance.
 #[derive(Default)]
 pub struct MemoryDedupe {
-    slots: Mutex<HashMap<CallKey, Slot>>,
+    slots: Mutex<HashMap<Identity, Slot>>,
+}
+
+/// What a slot is found by: the arguments' digest, or the idempotency key instead.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Identity {
+    caller: String,
+    tool: String,
+    arguments: Option<String>,
+    idempotency_key: Option<String>,
+}
+
+impl Identity {
+    fn of(key: &CallKey) -> Identity {
+        Identity {
+            caller: key.caller.clone(),
+            tool: key.tool.clone(),
+            arguments: key.idempotency_key.is_none().then(|| key.arguments.clone()),
+            idempotency_key: key.idempotency_key.clone(),
+        }
+    }
 }
 
 /// Above this many slots, expired ones are dropped on the next insert, keeping memory bounded.
@@ -33,10 +57,11 @@ const PRUNE_ABOVE: usize = 4096;
 
 impl MemoryDedupe {
     /// [`DedupeCache::run`] within this process.
-    pub async fn run<T, F>(&self, key: CallKey, window: Duration, run: F) -> Deduped<T>
+    pub async fn run<T, F>(&self, call: CallKey, window: Duration, run: F) -> Deduped<T>
     where
         F: Future<Output = (T, Option<Recorded>)>,
     {
+        let key = Identity::of(&call);
         // Claim the key, or wait for the identical call in flight and look again when it ends:
         // it recorded an answer (replayed), was abandoned (effect unknown), or recorded nothing
         // because it never reached the upstream (then this call claims the key and runs).
@@ -45,7 +70,14 @@ impl MemoryDedupe {
             let mut in_flight = {
                 let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
                 match slots.get(&key) {
-                    Some(Slot::Done { recorded, until }) if *until > Instant::now() => {
+                    Some(Slot::Done {
+                        recorded,
+                        arguments,
+                        until,
+                    }) if *until > Instant::now() => {
+                        if !call.same_request(Some(arguments)) {
+                            return Deduped::NotRun(key_reused());
+                        }
                         return Deduped::Replayed(replayed(recorded.clone()));
                     }
                     Some(Slot::Abandoned { until }) if *until > Instant::now() => {
@@ -53,7 +85,12 @@ impl MemoryDedupe {
                             "an identical call was abandoned in flight",
                         ));
                     }
-                    Some(Slot::InFlight(rx)) => rx.clone(),
+                    Some(Slot::InFlight { arguments, .. })
+                        if !call.same_request(Some(arguments)) =>
+                    {
+                        return Deduped::NotRun(key_reused());
+                    }
+                    Some(Slot::InFlight { answer, .. }) => answer.clone(),
                     _ => {
                         if slots.len() > PRUNE_ABOVE {
                             let now = Instant::now();
@@ -61,11 +98,17 @@ impl MemoryDedupe {
                                 Slot::Done { until, .. } | Slot::Abandoned { until } => {
                                     *until > now
                                 }
-                                Slot::InFlight(_) => true,
+                                Slot::InFlight { .. } => true,
                             });
                         }
                         let (tx, rx) = watch::channel(None);
-                        slots.insert(key.clone(), Slot::InFlight(rx));
+                        slots.insert(
+                            key.clone(),
+                            Slot::InFlight {
+                                answer: rx,
+                                arguments: call.arguments.clone(),
+                            },
+                        );
                         break tx;
                     }
                 }
@@ -90,6 +133,7 @@ impl MemoryDedupe {
                     key.clone(),
                     Slot::Done {
                         recorded,
+                        arguments: call.arguments,
                         until: Instant::now() + window,
                     },
                 );
@@ -106,7 +150,7 @@ impl MemoryDedupe {
 /// that the first call's effect is unknown, and so do repeats until the window ends.
 struct InFlightGuard<'a> {
     cache: &'a MemoryDedupe,
-    key: &'a CallKey,
+    key: &'a Identity,
     window: Duration,
     armed: bool,
 }

@@ -100,6 +100,7 @@ mod tests {
             caller: "c".into(),
             tool: "t".into(),
             arguments: args.into(),
+            idempotency_key: None,
         }
     }
 

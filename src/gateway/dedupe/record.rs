@@ -13,13 +13,37 @@ pub struct Recorded {
     pub outcome: Option<Outcome>,
 }
 
-/// What identifies "the same call".
+/// What identifies "the same call": the caller, the tool, and either the canonical arguments
+/// (`dedupe`) or the client's idempotency key, which then names the request whatever its
+/// arguments (a repeat with other arguments is refused, not run).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallKey {
     pub caller: String,
     pub tool: String,
     /// Digest of the canonical arguments.
     pub arguments: String,
+    /// The client's `narrowgate/idempotencyKey`, when it sent one.
+    pub idempotency_key: Option<String>,
+}
+
+impl CallKey {
+    /// Whether a call recorded (or running) with arguments digest `recorded` may answer this one.
+    /// Always, when the arguments are the identity; with an idempotency key, only for the same
+    /// arguments.
+    pub fn same_request(&self, recorded: Option<&str>) -> bool {
+        self.idempotency_key.is_none() || recorded.is_none_or(|r| r == self.arguments)
+    }
+}
+
+/// The answer to a repeat of an idempotency key with other arguments: nothing is run.
+pub fn key_reused() -> Recorded {
+    Recorded {
+        result: CallToolResult::error(vec![ContentBlock::text(
+            "the idempotency key was used for another request (other arguments) by this caller \
+             and tool; send a new key for a new request",
+        )]),
+        outcome: Some(Outcome::RejectedInput),
+    }
 }
 
 /// How a deduplicated call was answered.

@@ -31,7 +31,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::record::{CallKey, Deduped, Recorded, effect_unknown, replayed};
+use super::record::{CallKey, Deduped, Recorded, effect_unknown, key_reused, replayed};
 use crate::receipts::Outcome;
 use crate::state::RedisState;
 
@@ -65,12 +65,21 @@ return 1
 enum Entry {
     /// A call is running. `call` makes the marker unique to it (see [`FINISH_SCRIPT`]);
     /// `window_ms` lets duplicates with another configuration tell when it is overdue.
-    InFlight { call: String, window_ms: u64 },
+    /// `arguments`: the digest of the call's arguments, which a repeat of an idempotency key
+    /// must match (absent in entries of older versions).
+    InFlight {
+        call: String,
+        window_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<String>,
+    },
     /// The answer to replay.
     Recorded {
         result: CallToolResult,
         /// As in receipts (`ok`, `tool_error`, …).
         outcome: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<String>,
     },
     /// The call was dropped mid-flight: its effect is unknown.
     Abandoned,
@@ -123,6 +132,7 @@ impl RedisDedupe {
         let marker = encode(&Entry::InFlight {
             call: uuid::Uuid::now_v7().to_string(),
             window_ms,
+            arguments: key.idempotency_key.as_ref().map(|_| key.arguments.clone()),
         });
         let lifetime_ms = millis(window.saturating_add(longest_run).saturating_add(GRACE));
         // `None` (a timeout too large for the clock): only the marker's own TTL ends the wait.
@@ -140,7 +150,14 @@ impl RedisDedupe {
                 Claim::Taken { value, ttl_ms } => (value, ttl_ms),
             };
             match serde_json::from_str::<Entry>(&value) {
-                Ok(Entry::Recorded { result, outcome }) => {
+                Ok(Entry::Recorded { arguments, .. } | Entry::InFlight { arguments, .. })
+                    if !key.same_request(arguments.as_deref()) =>
+                {
+                    return Deduped::NotRun(key_reused());
+                }
+                Ok(Entry::Recorded {
+                    result, outcome, ..
+                }) => {
                     return Deduped::Replayed(replayed(Recorded {
                         result,
                         outcome: outcome.as_deref().and_then(Outcome::parse),
@@ -188,6 +205,7 @@ impl RedisDedupe {
             Some(recorded) => encode(&Entry::Recorded {
                 result: recorded.result,
                 outcome: recorded.outcome.map(|o| o.as_str().to_string()),
+                arguments: key.idempotency_key.as_ref().map(|_| key.arguments.clone()),
             }),
             None => String::new(),
         };
@@ -299,9 +317,14 @@ impl Drop for AbandonOnDrop {
 
 /// `narrowgate:dedupe:<hex sha256>` of the call's identity. Hashed so that callers' names and
 /// tools of any length or content make a fixed-size key, and encoded as a JSON array so no two
-/// identities can run together into the same bytes.
+/// identities can run together into the same bytes (an idempotency key's array has four items,
+/// an arguments digest's three).
 fn redis_key(key: &CallKey) -> String {
-    let identity = serde_json::json!([key.caller, key.tool, key.arguments]).to_string();
+    let identity = match &key.idempotency_key {
+        None => serde_json::json!([key.caller, key.tool, key.arguments]),
+        Some(k) => serde_json::json!([key.caller, key.tool, "idempotencyKey", k]),
+    }
+    .to_string();
     format!(
         "narrowgate:dedupe:{}",
         hex::encode(Sha256::digest(identity.as_bytes()))

@@ -44,6 +44,7 @@ fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
         started: SystemTime::now(),
         duration: Duration::from_millis(3),
         trace_id: None,
+        reason: None,
     }
 }
 
@@ -311,4 +312,45 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
         )
         .expect("indexes");
     assert_eq!(indexes, 0, "the key is the only index left");
+}
+
+/// Proves: a version-2 database (without `reason`) is read as it is by `narrowgate receipts`,
+/// then upgraded in place when the gateway opens it: its receipts are kept (without a reason) and
+/// new ones record theirs.
+#[tokio::test]
+async fn a_version_2_database_gains_the_reason_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let old = Connection::open(&path).expect("open");
+    old.execute_batch(
+        "CREATE TABLE receipts (
+            id TEXT PRIMARY KEY NOT NULL, time TEXT NOT NULL, caller TEXT NOT NULL,
+            tool TEXT NOT NULL, upstream TEXT, upstream_tool TEXT, contract_digest TEXT,
+            arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL, attempts INTEGER NOT NULL,
+            replayed INTEGER NOT NULL, duration_ms REAL NOT NULL, trace_id TEXT, arguments TEXT)
+            WITHOUT ROWID;
+         PRAGMA user_version = 2;",
+    )
+    .expect("version 2 schema");
+    let id = uuid::Uuid::now_v7().to_string();
+    let time = crate::receipts::format_utc_millis(crate::receipts::millis_ago(Duration::ZERO));
+    old.execute(
+        "INSERT INTO receipts VALUES (?1, ?2, 'alice', 'echo', 'demo', 'echo', NULL, 'abc', \
+         'ok', 1, 0, 1.5, NULL, NULL)",
+        params![id, time],
+    )
+    .expect("old receipt");
+    drop(old);
+    let all = crate::receipts::query::Filter::default();
+    let before = crate::receipts::query::receipts(&path, &all).expect("reads version 2");
+    assert_eq!((before.len(), before[0].reason.as_deref()), (1, None));
+
+    let log = ReceiptLog::open(&settings(path.clone())).expect("upgraded");
+    let args = json!({});
+    let mut denied = call("b", &args);
+    denied.reason = Some("precondition 0: no");
+    assert!(log.record(&denied).await.is_some());
+    let after = crate::receipts::query::receipts(&path, &all).expect("query");
+    let reasons: Vec<Option<&str>> = after.iter().map(|r| r.reason.as_deref()).collect();
+    assert_eq!(reasons, [None, Some("precondition 0: no")]);
 }

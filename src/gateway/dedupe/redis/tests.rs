@@ -29,6 +29,7 @@ fn key(args: &str) -> CallKey {
         caller: "c".into(),
         tool: "t".into(),
         arguments: args.into(),
+        idempotency_key: None,
     }
 }
 
@@ -156,6 +157,7 @@ async fn a_call_lost_with_its_replica_is_not_repeated() {
     let marker = encode(&Entry::InFlight {
         call: "dead".into(),
         window_ms: millis(WINDOW),
+        arguments: None,
     });
     let claimed = b
         .inner
@@ -244,6 +246,33 @@ async fn redis_down_refuses_the_call_without_running_it() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// Proves: an idempotency key recorded by one replica is the identity on another: the same
+/// arguments replay, other arguments are refused without running, and the key's record is not
+/// the one of the same arguments without a key.
+#[tokio::test]
+async fn an_idempotency_key_holds_across_replicas() {
+    let (_redis, a, b, runs) = two_replicas();
+    let keyed = |args: &str| CallKey {
+        idempotency_key: Some("K-1".into()),
+        ..key(args)
+    };
+    let now = || counted(&runs, Duration::ZERO, true);
+    assert!(matches!(
+        a.run(&keyed("x"), WINDOW, LONGEST, now()).await,
+        Deduped::Ran(())
+    ));
+    assert!(matches!(
+        b.run(&keyed("x"), WINDOW, LONGEST, now()).await,
+        Deduped::Replayed(_)
+    ));
+    match b.run(&keyed("y"), WINDOW, LONGEST, now()).await {
+        Deduped::NotRun(r) => assert_eq!(r.outcome, Some(Outcome::RejectedInput)),
+        _ => panic!("a reused key with other arguments ran or replayed"),
+    }
+    assert!(matches!(run_now(&b, "x", &runs).await, Deduped::Ran(())));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
 /// Proves: the key depends on caller, tool and arguments, each kept apart, and has a fixed
 /// shape whatever they contain.
 #[test]
@@ -253,6 +282,7 @@ fn keys_separate_callers_tools_and_arguments() {
             caller: c.into(),
             tool: t.into(),
             arguments: a.into(),
+            idempotency_key: None,
         })
     };
     let base = k("c", "t", "a");
