@@ -135,9 +135,10 @@ async fn receipts_land_in_postgresql_and_read_back_with_filters() {
     assert!(stdout.contains("\"tool\":\"fail\""), "{stdout}");
 }
 
-/// Proves: a database without the gateway's tables gets them at first start (schema version 2),
+/// Proves: a database without the gateway's tables gets them at first start (the current schema
+/// version),
 /// and one left at version 1 by an older gateway is migrated in place: its receipts are kept and
-/// read back, the version is 2, and version 2's indexes exist.
+/// read back, the version is the current one, and version 2's indexes exist.
 #[tokio::test]
 async fn the_schema_is_created_on_first_start_and_migrated_from_version_1() {
     let pg = Postgres::start();
@@ -145,7 +146,8 @@ async fn the_schema_is_created_on_first_start_and_migrated_from_version_1() {
     pg.batch("CREATE DATABASE old");
 
     let fresh = start(&pg.url_of("fresh"));
-    assert_eq!(version(&pg, "fresh").as_deref(), Some("2"));
+    let current = narrowgate::receipts::postgres::SCHEMA_VERSION.to_string();
+    assert_eq!(version(&pg, "fresh").as_deref(), Some(current.as_str()));
     assert_eq!(count(&pg, "fresh"), 0);
     drop(fresh);
 
@@ -160,7 +162,7 @@ async fn the_schema_is_created_on_first_start_and_migrated_from_version_1() {
     );
     assert_eq!(version(&pg, "old").as_deref(), Some("1"));
     let gw = start(&pg.url_of("old"));
-    assert_eq!(version(&pg, "old").as_deref(), Some("2"));
+    assert_eq!(version(&pg, "old").as_deref(), Some(current.as_str()));
     let indexes = pg.value_in(
         "old",
         "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes \
