@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tower_layer::Stack;
 
 use super::Gateway;
 use super::capacity::{self, Capacity};
@@ -76,20 +77,27 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     };
     let capacity = Capacity::new(layers.sessions.clone(), layers.rmcp_sessions.clone());
     // `route_layer`: the layers wrap the MCP endpoint only; any other path is a plain 404.
+    // Outermost first. They are stacked into one layer so that axum boxes the stack once: a
+    // `route_layer` per layer boxes each one, and every request then clones each boxed layer
+    // with all the boxed layers inside it, an allocation per layer per level (quadratic in the
+    // number of layers; about a tenth of the gateway's CPU per call with eight layers).
+    let stack = Stack::new(
+        middleware::from_fn_with_state(layers.clone(), direct_calls),
+        middleware::from_fn_with_state(capacity.clone(), capacity::limit_sessions_and_streams),
+    );
+    let stack = Stack::new(
+        stack,
+        middleware::from_fn_with_state(layers.clone(), own_sessions),
+    );
+    let stack = Stack::new(stack, middleware::from_fn(check_scopes));
+    let stack = Stack::new(stack, middleware::from_fn(check_body));
+    // Before the body is read: a body is only ever read from an authenticated caller.
+    let stack = Stack::new(stack, middleware::from_fn(authenticate));
+    let stack = Stack::new(stack, middleware::from_fn(check_host_and_origin));
+    let stack = Stack::new(stack, middleware::from_fn_with_state(layers, admit));
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
-        .route_layer(middleware::from_fn_with_state(layers.clone(), direct_calls))
-        .route_layer(middleware::from_fn_with_state(
-            capacity.clone(),
-            capacity::limit_sessions_and_streams,
-        ))
-        .route_layer(middleware::from_fn_with_state(layers.clone(), own_sessions))
-        .route_layer(middleware::from_fn(check_scopes))
-        .route_layer(middleware::from_fn(check_body))
-        // Before the body is read: a body is only ever read from an authenticated caller.
-        .route_layer(middleware::from_fn(authenticate))
-        .route_layer(middleware::from_fn(check_host_and_origin))
-        .route_layer(middleware::from_fn_with_state(layers, admit));
+        .route_layer(stack);
     // RFC 9728: the root form and the path-inserted form of the MCP endpoint (and of
     // `public_url`'s path, should a proxy publish the gateway under another one).
     let mut metadata_paths = vec![
