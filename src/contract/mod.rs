@@ -103,6 +103,15 @@ struct ToolContractFields {
     /// definition changes, the tool is disabled until the pin is updated.
     #[schemars(pattern(or_env_reference("sha256:[0-9A-Fa-f]{64}")))]
     pin: Option<String>,
+    /// Who must approve each call before it is forwarded: `none` (the default), `user` (the
+    /// calling client's user, asked through MCP elicitation) or `approver` (a caller or role
+    /// listed in the configuration's `approvers`, through `narrowgate approvals` or
+    /// `/approvals`). A call that is not approved is never sent upstream.
+    #[serde(default)]
+    approval: Approval,
+    /// How long a call waits for an approver's decision (`approval: approver`) before it is
+    /// refused; an identical call sent again within it collects the decision. Default 5m.
+    approval_timeout: Option<ConfigDuration>,
 }
 
 /// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
@@ -130,6 +139,22 @@ pub enum Privilege {
     Write,
     Execute,
 }
+
+/// Who must approve a call before it is forwarded.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Calls are forwarded without asking anyone.
+    #[default]
+    None,
+    /// The calling client's user accepts each call (MCP elicitation).
+    User,
+    /// A configured approver accepts each call (`narrowgate approvals`, `/approvals`).
+    Approver,
+}
+
+/// How long a call waits for an approver when the contract does not say.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Whether a tool's effects can be undone.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, JsonSchema)]
@@ -165,6 +190,10 @@ pub struct ToolContract {
     pub output_validator: Option<Arc<Validator>>,
     pub redact: Vec<String>,
     pub pin: Option<String>,
+    /// Who approves each call before it is forwarded.
+    pub approval: Approval,
+    /// How long a call waits for an approver (`approval: approver`).
+    pub approval_timeout: Duration,
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
 }
@@ -304,7 +333,13 @@ fn build(
             );
         }
     }
-    let digest = digest::sha256_of(&json!({
+    if f.approval_timeout.is_some() && f.approval != Approval::Approver {
+        return err(
+            ".approval_timeout",
+            "applies only to `approval: approver` (a user's answer comes with the call)".into(),
+        );
+    }
+    let mut canonical = json!({
         "name": name, "upstream": upstream, "upstream_tool": f.upstream_tool,
         "title": f.title, "description": f.description,
         "privilege": format!("{:?}", f.privilege), "side_effects": format!("{side_effects:?}"),
@@ -312,7 +347,18 @@ fn build(
         "retries": f.retries, "scopes": f.scopes, "rate": f.rate.map(|r| r.to_string()),
         "dedupe": f.dedupe.map(|d| d.0.as_millis() as u64),
         "input": input, "output": f.output, "redact": f.redact, "pin": f.pin,
-    }));
+    });
+    // Only when set, so that the digests of contracts without approval stay what they were.
+    if f.approval != Approval::None
+        && let Some(fields) = canonical.as_object_mut()
+    {
+        fields.insert("approval".into(), json!(f.approval));
+        fields.insert(
+            "approval_timeout".into(),
+            json!(f.approval_timeout.map(|d| d.0.as_millis() as u64)),
+        );
+    }
+    let digest = digest::sha256_of(&canonical);
     Ok(ToolContract {
         name: name.to_string(),
         upstream: upstream.to_string(),
@@ -334,6 +380,8 @@ fn build(
         output_validator,
         redact: f.redact,
         pin: f.pin,
+        approval: f.approval,
+        approval_timeout: f.approval_timeout.map_or(DEFAULT_APPROVAL_TIMEOUT, |d| d.0),
         digest,
     })
 }

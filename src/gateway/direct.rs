@@ -181,7 +181,10 @@ impl DirectCall {
                 .gateway
                 .catalog()
                 .exposed(&params.name)
-                .is_some_and(|tool| !tool.param_headers);
+                // A user's approval is asked through rmcp's peer of the request.
+                .is_some_and(|tool| {
+                    !tool.param_headers && tool.contract.approval != crate::contract::Approval::User
+                });
         if !qualifies {
             return None;
         }
@@ -219,7 +222,7 @@ impl DirectCall {
                 .and_then(|a| a.caller.as_deref())
                 .map(|c| c.name.as_str()),
         };
-        let answer = answer_tools_call(gateway, params, inbound).await;
+        let answer = answer_tools_call(gateway, params, inbound, None).await;
         let (status, reply) = match answer {
             Ok(result) => {
                 // What rmcp's handler does to a result before it answers.
@@ -427,7 +430,7 @@ mod tests {
             protocol: None,
             caller: None,
         };
-        let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound);
+        let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound, None);
         let size = std::mem::size_of_val(&call);
         assert!(size <= 8 * 1024, "a tools/call future of {size} bytes");
     }

@@ -8,6 +8,9 @@
 //! and `direct` the gateway's own answer to plain `tools/call` requests, both running
 //! [`pipeline`], the life of one call. ARCHITECTURE.md at the repository's root walks through it.
 
+pub mod approvals;
+pub mod approvals_http;
+pub mod approvals_step;
 pub mod catalog;
 pub mod dedupe;
 mod direct;
@@ -57,6 +60,11 @@ pub struct Gateway {
     pub resource: Option<Arc<ProtectedResource>>,
     /// Whether any contract requires scopes (else `tools/call` bodies are not inspected early).
     pub any_scopes: bool,
+    /// Calls held for approvers (`approval: approver`), shared by every version.
+    pub approvals: Arc<approvals::Approvals>,
+    /// Whether any contract has `approval: approver`: only then does the HTTP layer watch for
+    /// a client going away while its call waits.
+    pub any_approver: bool,
     catalog: RwLock<Arc<Catalog>>,
     /// Bumped whenever the published tools change, so sessions can tell their clients. Shared
     /// by every version, so a session hears of changes made by a reload too.
@@ -113,6 +121,11 @@ impl Gateway {
             .unwrap_or_else(|| Arc::new(DedupeCache::from_config(&config)));
         let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
         let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());
+        let any_approver = contracts
+            .tools
+            .values()
+            .any(|t| t.approval == crate::contract::Approval::Approver);
+        let approvals = previous.map(|p| p.approvals.clone()).unwrap_or_default();
         let gateway = Gateway {
             config,
             contracts,
@@ -124,6 +137,8 @@ impl Gateway {
             dedupe,
             resource,
             any_scopes,
+            approvals,
+            any_approver,
             // Start from the previous catalog, so the rebuild below tells sessions only of a
             // real change in what they see.
             catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),

@@ -10,13 +10,14 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::Gateway;
+use super::approvals_step::{APPROVAL_ID_META, Reach};
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
-use crate::contract::ToolContract;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
+use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
-use crate::receipts::{Call, Outcome};
+use crate::receipts::{ApprovalRecord, Call, Outcome};
 use crate::telemetry::{self, UpstreamAttempt};
 use crate::upstream::{CallError, Upstream};
 
@@ -34,6 +35,8 @@ pub struct Executed {
     pub attempts: u32,
     /// The answer is a recorded result (`dedupe`), not a new execution.
     pub replayed: bool,
+    /// How its approval went, for a tool with `approval`.
+    pub approval: Option<ApprovalRecord>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -44,6 +47,7 @@ impl From<(Answer, Outcome)> for Executed {
             outcome,
             attempts: 0,
             replayed: false,
+            approval: None,
         }
     }
 }
@@ -55,6 +59,7 @@ impl Gateway {
         caller: &Caller,
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
+        reach: &Reach,
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -64,7 +69,9 @@ impl Gateway {
         let tool = request.name.to_string();
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let executed = self.execute(caller, request, &arguments, protocol).await;
+        let executed = self
+            .execute(caller, request, &arguments, protocol, reach)
+            .await;
         let call = Call {
             caller: &caller.name,
             tool: &tool,
@@ -78,6 +85,7 @@ impl Gateway {
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
             trace_id: telemetry::trace_id(),
+            approval: executed.approval.as_ref(),
         };
         telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (SPEC §4.11). A receipt that cannot be
@@ -107,6 +115,7 @@ impl Gateway {
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: telemetry::trace_id(),
+            approval: None,
         };
         let _ = self.receipts.record(&call).await;
     }
@@ -119,6 +128,7 @@ impl Gateway {
         request: CallToolRequestParams,
         arguments: &Value,
         protocol: Option<&ProtocolVersion>,
+        reach: &Reach,
     ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
@@ -160,6 +170,40 @@ impl Gateway {
             return (Ok(refusal.into_result()), Outcome::RateLimited).into();
         }
 
+        // 2c. Approval (`approval: user | approver`): nothing is forwarded unless approved.
+        //     Boxed: the wait's state would otherwise sit in every call's future.
+        if contract.approval == Approval::None {
+            return self.run(caller, tool, request, arguments).await;
+        }
+        let named_id = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get(APPROVAL_ID_META))
+            .and_then(Value::as_str);
+        let approved = Box::pin(self.approve(caller, contract, arguments, named_id, reach)).await;
+        match approved {
+            Ok(record) => {
+                let mut executed = self.run(caller, tool, request, arguments).await;
+                executed.approval = Some(record);
+                executed
+            }
+            Err((record, message)) => Executed {
+                approval: Some(record),
+                ..(Ok(tool_error(message)), Outcome::Denied).into()
+            },
+        }
+    }
+
+    /// Step 3 of [`execute`](Self::execute), for an admitted (and approved) call.
+    async fn run(
+        &self,
+        caller: &Caller,
+        tool: &ExposedTool,
+        request: CallToolRequestParams,
+        arguments: &Value,
+    ) -> Executed {
+        let contract = &tool.contract;
+
         // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
         //    inside the window from the record instead of running it again.
         let Some(window) = contract.dedupe else {
@@ -193,6 +237,7 @@ impl Gateway {
                 outcome: recorded.outcome.unwrap_or(Outcome::Ok),
                 attempts: 0,
                 replayed: true,
+                approval: None,
             },
             Deduped::NotRun(answer) => (
                 Ok(answer.result),
@@ -236,6 +281,7 @@ impl Gateway {
             outcome,
             attempts,
             replayed: false,
+            approval: None,
         };
         let result = match attempted.result {
             Ok(result) => result,

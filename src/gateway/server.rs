@@ -11,10 +11,11 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
     SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
+use super::approvals_step::Reach;
 use super::request::Admitted;
 use crate::policy::Caller;
 use crate::telemetry::{self, Inbound};
@@ -194,9 +195,14 @@ impl ServerHandler for McpHandler {
         // Boxed: the pipeline's future is large, and rmcp moves the handler's future into a
         // spawned task (a memcpy of all of it).
         let gateway = &admitted_of(&context.extensions)?.gateway;
-        Box::pin(answer_tools_call(gateway, request, inbound(&context)))
-            .await
-            .map(Into::into)
+        Box::pin(answer_tools_call(
+            gateway,
+            request,
+            inbound(&context),
+            Some(&context.peer),
+        ))
+        .await
+        .map(Into::into)
     }
 }
 
@@ -206,19 +212,30 @@ pub(super) async fn answer_tools_call(
     gateway: &Gateway,
     request: CallToolRequestParams,
     inbound: Inbound<'_>,
+    peer: Option<&Peer<RoleServer>>,
 ) -> Result<CallToolResult, ErrorData> {
     // Span names stay a bounded set: a name that is no exposed tool is the client's text.
-    let known = gateway.catalog().exposed(&request.name).is_some();
-    let tool = known.then(|| request.name.clone());
+    let catalog = gateway.catalog();
+    let exposed = catalog.exposed(&request.name);
+    let tool = exposed.is_some().then(|| request.name.clone());
     let caller = Admitted::of(inbound.parts)
         .ok_or_else(|| ErrorData::invalid_request("request was not admitted", None))
         .and_then(caller_of)
         .cloned();
     let protocol = inbound.protocol.clone();
+    // Only a tool that asks for approval reaches its client while it runs.
+    let reach = match exposed {
+        Some(t) if t.contract.approval != crate::contract::Approval::None => Reach {
+            peer: peer.cloned(),
+            client_gone: Admitted::of(inbound.parts).and_then(|a| a.client_gone.clone()),
+        },
+        _ => Reach::default(),
+    };
+    drop(catalog);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut result = gateway
-            .call_tool(&caller, request, protocol.as_ref())
+            .call_tool(&caller, request, protocol.as_ref(), &reach)
             .await?;
         // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
         // require; rmcp strips it again for older clients.

@@ -389,6 +389,7 @@ mod tests {
             tools: vec!["*".into()],
             scopes: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
+            roles: vec![],
         }
     }
 

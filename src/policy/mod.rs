@@ -34,9 +34,20 @@ pub struct Caller {
     pub tools: Vec<String>,
     pub scopes: Vec<String>,
     pub rate: Option<Rate>,
+    /// The roles an OAuth token names in `roles_claim` (none for API-key callers): what a
+    /// `role:NAME` entry of `approvers` matches.
+    pub roles: Vec<String>,
 }
 
 impl Caller {
+    /// Whether this caller is one of `approvers` (a caller name, or `role:NAME`).
+    pub fn is_approver(&self, approvers: &[String]) -> bool {
+        approvers.iter().any(|a| match a.strip_prefix("role:") {
+            Some(role) => self.roles.iter().any(|r| r == role),
+            None => *a == self.name,
+        })
+    }
+
     /// Whether this caller may see and call the exposed tool `tool`.
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.iter().any(|pattern| glob_match(pattern, tool))
@@ -87,6 +98,7 @@ impl Authenticator {
                 tools: c.tools.clone(),
                 scopes: c.scopes.clone(),
                 rate: c.rate,
+                roles: Vec::new(),
             });
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
                 decode_digest(hex_digest)
@@ -247,6 +259,7 @@ mod tests {
             tools: vec![],
             scopes: vec!["a".into(), "b".into()],
             rate: None,
+            roles: vec![],
         };
         let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
         assert_eq!(c.missing_scopes(&required), vec!["c", "d"]);
@@ -269,6 +282,7 @@ mod tests {
             tools: vec![],
             scopes: vec![],
             rate: None,
+            roles: vec![],
         };
         assert!(!c.may_use("read_file"));
         c.tools = vec!["read_*".into(), "get_weather".into()];

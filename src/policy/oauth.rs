@@ -193,8 +193,12 @@ impl TokenValidator {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| TokenError::MissingClaim(self.caller_claim.clone()))?;
         let mut roles: Vec<&RoleConfig> = self.roles.get("default").into_iter().collect();
+        let mut named: Vec<String> = Vec::new();
         if let Some(path) = &self.roles_claim {
             for role in strings(claim(claims, path)) {
+                if !named.iter().any(|n| n == role) {
+                    named.push(role.to_string());
+                }
                 if role != "default"
                     && let Some(r) = self.roles.get(role)
                 {
@@ -229,6 +233,7 @@ impl TokenValidator {
             tools,
             scopes,
             rate,
+            roles: named,
         })
     }
 }

@@ -47,10 +47,23 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         conditions.push("time >= ?");
         values.push(SqlValue::Text(format_utc_millis(from)));
     }
-    let mut sql = String::from(
+    let read_err = |source| ReceiptError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    // A database the gateway has not opened since before version 3 has no approval columns yet.
+    let version: i64 = connection
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(read_err)?;
+    let approvals = if version >= 3 {
+        "approval_id, approval_decision, approver, approval_wait_ms"
+    } else {
+        "NULL, NULL, NULL, NULL"
+    };
+    let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
-         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments \
-         FROM receipts",
+         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
+         {approvals} FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -62,10 +75,6 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         sql.push_str(" LIMIT ?");
         values.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
     }
-    let read_err = |source| ReceiptError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
     let mut statement = connection.prepare(&sql).map_err(read_err)?;
     let rows = statement
         .query_map(rusqlite::params_from_iter(values), |row| {
@@ -88,6 +97,10 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
                 arguments: arguments.map(|text| {
                     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
                 }),
+                approval_id: row.get(14)?,
+                approval_decision: row.get(15)?,
+                approver: row.get(16)?,
+                approval_wait_ms: row.get(17)?,
             })
         })
         .map_err(read_err)?;

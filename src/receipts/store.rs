@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use super::{Call, Receipt, Settings, id_floor, millis_ago};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
 /// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
@@ -45,21 +45,36 @@ CREATE TABLE IF NOT EXISTS receipts (
     replayed         INTEGER NOT NULL,
     duration_ms      REAL NOT NULL,
     trace_id         TEXT,
-    arguments        TEXT
+    arguments        TEXT,
+    approval_id      TEXT,
+    approval_decision TEXT,
+    approver         TEXT,
+    approval_wait_ms REAL
 ) WITHOUT ROWID;
+";
+
+/// From version 2: the approval columns (version 3), NULL for the receipts written before.
+const ADD_APPROVALS: &str = "
+ALTER TABLE receipts ADD COLUMN approval_id TEXT;
+ALTER TABLE receipts ADD COLUMN approval_decision TEXT;
+ALTER TABLE receipts ADD COLUMN approver TEXT;
+ALTER TABLE receipts ADD COLUMN approval_wait_ms REAL;
 ";
 
 /// From version 1 (a rowid table with indexes on `id` and `time`): the old table is renamed,
 /// [`SCHEMA`] creates the new one, then this copies the rows over and drops the old table.
 const COPY_FROM_1: &str = "
-INSERT INTO receipts SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
+INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, contract_digest,
+    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments)
+SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
     arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments FROM receipts_v1;
 DROP TABLE receipts_v1;
 ";
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
-    contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
+    approval_id, approval_decision, approver, approval_wait_ms) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
 /// At most this many receipts per transaction, so one commit never holds callers for long.
 const MAX_BATCH: usize = 1024;
@@ -362,6 +377,9 @@ fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, ReceiptError
             .execute_batch("ALTER TABLE receipts RENAME TO receipts_v1")
             .map_err(open_err)?;
     }
+    if found == 2 {
+        transaction.execute_batch(ADD_APPROVALS).map_err(open_err)?;
+    }
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
     if found == 1 {
         transaction.execute_batch(COPY_FROM_1).map_err(open_err)?;
@@ -532,6 +550,10 @@ fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Resu
             r.duration_ms,
             r.trace_id,
             arguments,
+            r.approval_id,
+            r.approval_decision,
+            r.approver,
+            r.approval_wait_ms,
         ])?;
     }
     Ok(())

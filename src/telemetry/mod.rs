@@ -29,7 +29,7 @@ use opentelemetry_sdk::trace::{
 
 use crate::config::{OtlpProtocol, TelemetryConfig};
 
-pub use trace::{Inbound, UpstreamAttempt, note_call, serve, trace_id};
+pub use trace::{Inbound, UpstreamAttempt, note_call, serve, span_event, trace_id};
 
 /// The instrumentation scope name of every span the gateway makes.
 const SCOPE: &str = "narrowgate";

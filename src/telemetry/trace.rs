@@ -215,6 +215,21 @@ pub fn note_call(call: &Call<'_>) {
     });
 }
 
+/// Adds an event named `name` with `fields` to the current request's SERVER span (when it is
+/// recorded): what happened while the call waited, such as an approval asked for and decided.
+pub fn span_event(name: &'static str, fields: &[(&'static str, &str)]) {
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.is_recording() {
+            let attributes = fields
+                .iter()
+                .map(|(key, value)| KeyValue::new(*key, value.to_string()))
+                .collect();
+            span.add_event(name, attributes);
+        }
+    });
+}
+
 /// The current request's trace id (32 lowercase hex digits), for its receipt.
 pub fn trace_id() -> Option<String> {
     with_scope(|scope| scope.trace_id.to_string())

@@ -43,6 +43,7 @@ fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
         started: SystemTime::now(),
         duration: Duration::from_millis(3),
         trace_id: None,
+        approval: None,
     }
 }
 
