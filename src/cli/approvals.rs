@@ -13,15 +13,13 @@ use crate::config::Config;
 pub struct ApprovalsArgs {
     #[command(subcommand)]
     action: Action,
-    #[command(flatten)]
-    config: super::ConfigArg,
+    /// The configuration file: where the gateway listens (unless --url is given).
+    #[arg(long, global = true, env = "NARROWGATE_CONFIG", default_value = crate::config::DEFAULT_CONFIG_PATH)]
+    config: std::path::PathBuf,
     /// The gateway's base URL (`http://127.0.0.1:8080`); without it, the configuration's
     /// `public_url` (scheme and host), else `http://` and its `listen` address.
     #[arg(long, global = true)]
     url: Option<String>,
-    /// The approver's API key (or OAuth token), sent as `Authorization: Bearer`.
-    #[arg(long = "api-key", env = "NARROWGATE_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
     /// Print the gateway's JSON answer instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -59,15 +57,17 @@ Exit status: 0 done, 1 the gateway refused or could not be reached, 2 unusable i
 
 /// Runs the command.
 pub fn run(args: ApprovalsArgs) -> ExitCode {
-    let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) else {
+    // From the environment only: a key on the command line would show in the process list.
+    let key = std::env::var("NARROWGATE_API_KEY").unwrap_or_default();
+    if key.is_empty() {
         eprintln!(
-            "narrowgate approvals: set NARROWGATE_API_KEY (or --api-key) to an approver's key"
+            "narrowgate approvals: set NARROWGATE_API_KEY to an approver's API key (or OAuth token)"
         );
         return ExitCode::from(2);
     };
     let base = match &args.url {
         Some(url) => url.trim_end_matches('/').to_string(),
-        None => match Config::load(&args.config.config) {
+        None => match Config::load(&args.config) {
             Ok(config) => base_url(&config),
             Err(e) => {
                 eprintln!("narrowgate approvals: {e} (or give the gateway's address with --url)");
