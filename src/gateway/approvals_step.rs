@@ -36,6 +36,8 @@ pub const APPROVAL_ID_META: &str = "narrowgate/approvalId";
 pub struct Reach {
     pub peer: Option<Peer<RoleServer>>,
     pub client_gone: Option<CancellationToken>,
+    /// `_meta["narrowgate/approvalId"]` of the request: the approval the client comes back for.
+    pub approval_id: Option<String>,
 }
 
 /// The result of the step: forward (with what the receipt records), or refuse with a message.

@@ -10,7 +10,7 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::Gateway;
-use super::approvals_step::{APPROVAL_ID_META, Reach};
+use super::approvals_step::Reach;
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
 use crate::contract::digest;
@@ -175,11 +175,7 @@ impl Gateway {
         if contract.approval == Approval::None {
             return self.run(caller, tool, request, arguments).await;
         }
-        let named_id = request
-            .meta
-            .as_ref()
-            .and_then(|m| m.get(APPROVAL_ID_META))
-            .and_then(Value::as_str);
+        let named_id = reach.approval_id.as_deref();
         let approved = Box::pin(self.approve(caller, contract, arguments, named_id, reach)).await;
         match approved {
             Ok(record) => {

@@ -15,7 +15,7 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionConte
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
-use super::approvals_step::Reach;
+use super::approvals_step::{APPROVAL_ID_META, Reach};
 use super::request::Admitted;
 use crate::policy::Caller;
 use crate::telemetry::{self, Inbound};
@@ -228,6 +228,11 @@ pub(super) async fn answer_tools_call(
         Some(t) if t.contract.approval != crate::contract::Approval::None => Reach {
             peer: peer.cloned(),
             client_gone: Admitted::of(inbound.parts).and_then(|a| a.client_gone.clone()),
+            approval_id: inbound
+                .meta
+                .get(APPROVAL_ID_META)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
         },
         _ => Reach::default(),
     };

@@ -186,10 +186,11 @@ pub fn base_tools() -> Vec<Tool> {
         }))),
         Tool::new(
             "refund_order",
-            "Refunds `amount` of the order `order_id` (pretend: nothing is stored).",
+            "Refunds `amount` of the order `order_id`, with an optional `note` (pretend: nothing is stored).",
             object(json!({
                 "type": "object",
-                "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
+                "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"},
+                    "note": {"type": "string"}},
                 "required": ["order_id", "amount"]
             })),
         )

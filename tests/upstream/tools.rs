@@ -55,7 +55,7 @@ pub async fn call(
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
-        "refund_order" => args.only(&["order_id", "amount"]).and_then(|()| {
+        "refund_order" => args.only(&["order_id", "amount", "note"]).and_then(|()| {
             let order_id = args.string("order_id")?;
             let amount = args.number("amount")?;
             Ok(CallToolResult::structured(
