@@ -211,7 +211,7 @@ async fn an_approver_approves_from_the_cli_while_the_call_waits() {
     let (code, table, err) = common::receipts_command(&gw.config_path(), &["--tool", "refund"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        table.contains(&"approved by bob after") && table.contains(&id),
+        table.contains("approved by bob after") && table.contains(&id),
         "{table}"
     );
 }
