@@ -36,7 +36,7 @@ pub struct Executed {
     /// The answer is a recorded result (`dedupe`), not a new execution.
     pub replayed: bool,
     /// How its approval went, for a tool with `approval`.
-    pub approval: Option<ApprovalRecord>,
+    pub approval: Option<Box<ApprovalRecord>>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -85,7 +85,7 @@ impl Gateway {
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
             trace_id: telemetry::trace_id(),
-            approval: executed.approval.as_ref(),
+            approval: executed.approval.as_deref(),
         };
         telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (SPEC §4.11). A receipt that cannot be
@@ -171,76 +171,70 @@ impl Gateway {
         }
 
         // 2c. Approval (`approval: user | approver`): nothing is forwarded unless approved.
-        //     Boxed: the wait's state would otherwise sit in every call's future.
-        if contract.approval == Approval::None {
-            return self.run(caller, tool, request, arguments).await;
-        }
-        let named_id = reach.approval_id.as_deref();
-        let approved = Box::pin(self.approve(caller, contract, arguments, named_id, reach)).await;
-        match approved {
-            Ok(record) => {
-                let mut executed = self.run(caller, tool, request, arguments).await;
-                executed.approval = Some(record);
-                executed
+        //     Boxed, future and record: they would otherwise sit in every call's future.
+        let approval = match contract.approval {
+            Approval::None => None,
+            _ => {
+                let named_id = reach.approval_id.as_deref();
+                match Box::pin(self.approve(caller, contract, arguments, named_id, reach)).await {
+                    Ok(record) => Some(Box::new(record)),
+                    Err((record, message)) => {
+                        return Executed {
+                            approval: Some(Box::new(record)),
+                            ..(Ok(tool_error(message)), Outcome::Denied).into()
+                        };
+                    }
+                }
             }
-            Err((record, message)) => Executed {
-                approval: Some(record),
-                ..(Ok(tool_error(message)), Outcome::Denied).into()
-            },
-        }
-    }
-
-    /// Step 3 of [`execute`](Self::execute), for an admitted (and approved) call.
-    async fn run(
-        &self,
-        caller: &Caller,
-        tool: &ExposedTool,
-        request: CallToolRequestParams,
-        arguments: &Value,
-    ) -> Executed {
-        let contract = &tool.contract;
-
+        };
         // 3. Call the upstream and validate its result; a tool with `dedupe` answers a repeat
         //    inside the window from the record instead of running it again.
-        let Some(window) = contract.dedupe else {
-            return self.call_upstream(tool, request.arguments).await;
+        let mut executed = match contract.dedupe {
+            None => self.call_upstream(tool, request.arguments).await,
+            Some(window) => {
+                let key = CallKey {
+                    caller: caller.name.clone(),
+                    tool: contract.name.clone(),
+                    arguments: digest::sha256_of(arguments),
+                };
+                // How long the call can take: a duplicate on another replica waits about that
+                // long.
+                let longest_run =
+                    Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
+                let run = async {
+                    let executed = self.call_upstream(tool, request.arguments).await;
+                    // Only what reached the upstream is recorded: a call that never left may
+                    // run again.
+                    let recorded = match (&executed.answer, executed.attempts) {
+                        (Ok(result), 1..) => Some(Recorded {
+                            result: result.clone(),
+                            outcome: Some(executed.outcome),
+                        }),
+                        _ => None,
+                    };
+                    (executed, recorded)
+                };
+                // Boxed: only `dedupe` tools take this path, and its state (a second upstream
+                // call, Redis) would otherwise sit in every call's future.
+                match Box::pin(self.dedupe.run(key, window, longest_run, run)).await {
+                    Deduped::Ran(executed) => executed,
+                    Deduped::Replayed(recorded) => Executed {
+                        answer: Ok(recorded.result),
+                        outcome: recorded.outcome.unwrap_or(Outcome::Ok),
+                        attempts: 0,
+                        replayed: true,
+                        approval: None,
+                    },
+                    Deduped::NotRun(answer) => (
+                        Ok(answer.result),
+                        answer.outcome.unwrap_or(Outcome::Unknown),
+                    )
+                        .into(),
+                }
+            }
         };
-        let key = CallKey {
-            caller: caller.name.clone(),
-            tool: contract.name.clone(),
-            arguments: digest::sha256_of(arguments),
-        };
-        // How long the call can take: a duplicate on another replica waits about that long.
-        let longest_run = Upstream::longest_call(self.timeout_of(contract), retries_of(contract));
-        let run = async {
-            let executed = self.call_upstream(tool, request.arguments).await;
-            // Only what reached the upstream is recorded: a call that never left may run again.
-            let recorded = match (&executed.answer, executed.attempts) {
-                (Ok(result), 1..) => Some(Recorded {
-                    result: result.clone(),
-                    outcome: Some(executed.outcome),
-                }),
-                _ => None,
-            };
-            (executed, recorded)
-        };
-        // Boxed: only `dedupe` tools take this path, and its state (a second upstream call,
-        // Redis) would otherwise sit in every call's future.
-        match Box::pin(self.dedupe.run(key, window, longest_run, run)).await {
-            Deduped::Ran(executed) => executed,
-            Deduped::Replayed(recorded) => Executed {
-                answer: Ok(recorded.result),
-                outcome: recorded.outcome.unwrap_or(Outcome::Ok),
-                attempts: 0,
-                replayed: true,
-                approval: None,
-            },
-            Deduped::NotRun(answer) => (
-                Ok(answer.result),
-                answer.outcome.unwrap_or(Outcome::Unknown),
-            )
-                .into(),
-        }
+        executed.approval = approval;
+        executed
     }
 
     /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's

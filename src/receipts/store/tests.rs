@@ -312,3 +312,55 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
         .expect("indexes");
     assert_eq!(indexes, 0, "the key is the only index left");
 }
+
+/// Proves: a version-2 database (no approval columns) is upgraded in place: its receipts are
+/// kept with empty approval fields (also for `narrowgate receipts` before the upgrade), and new
+/// receipts record their approval.
+#[tokio::test]
+async fn a_version_2_database_gains_the_approval_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let old = Connection::open(&path).expect("open");
+    old.execute_batch(
+        "CREATE TABLE receipts (
+            id TEXT PRIMARY KEY NOT NULL, time TEXT NOT NULL, caller TEXT NOT NULL,
+            tool TEXT NOT NULL, upstream TEXT, upstream_tool TEXT, contract_digest TEXT,
+            arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL, attempts INTEGER NOT NULL,
+            replayed INTEGER NOT NULL, duration_ms REAL NOT NULL, trace_id TEXT, arguments TEXT
+         ) WITHOUT ROWID;
+         PRAGMA user_version = 2;",
+    )
+    .expect("version 2 schema");
+    let id = uuid::Uuid::now_v7().to_string();
+    old.execute(
+        "INSERT INTO receipts VALUES (?1, '2026-01-01T00:00:00.000Z', 'alice', 'echo', 'demo', \
+         'echo', NULL, 'abc', 'ok', 1, 0, 1.5, NULL, NULL)",
+        params![id],
+    )
+    .expect("old receipt");
+    drop(old);
+    // Read before the gateway upgrades it: the approval fields are empty.
+    let before = crate::receipts::query::receipts(&path, &Default::default()).expect("query v2");
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].approval_decision, None);
+
+    let log = ReceiptLog::open(&settings(path.clone())).expect("upgraded");
+    let args = json!({});
+    let approval = crate::receipts::ApprovalRecord {
+        id: Some("ap-1".into()),
+        decision: "approved",
+        approver: Some("bob".into()),
+        wait: Duration::from_millis(1500),
+    };
+    let mut approved = call("refund", &args);
+    approved.approval = Some(&approval);
+    assert!(log.record(&approved).await.is_some());
+    let all = crate::receipts::query::receipts(&path, &Default::default()).expect("query v3");
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].id, id);
+    assert_eq!(all[0].approver, None);
+    assert_eq!(all[1].approval_id.as_deref(), Some("ap-1"));
+    assert_eq!(all[1].approval_decision.as_deref(), Some("approved"));
+    assert_eq!(all[1].approver.as_deref(), Some("bob"));
+    assert_eq!(all[1].approval_wait_ms, Some(1500.0));
+}
