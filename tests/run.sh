@@ -5,16 +5,23 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { echo "==> $*" >&2; }
 
-# redis-server is the one test peer that comes from the system, not from a registry (tests/common/redis.rs
-# starts private instances): install it when we may (root with apt-get, as in CI), else say how.
-if ! command -v redis-server >/dev/null; then
+# Three test peers come from the system, not from a registry: redis-server (tests/common/redis.rs
+# starts private instances), PostgreSQL (tests/common/pg.rs: initdb + postgres, for receipts.url) and
+# nginx (tests/nginx.rs: replicas behind docker/nginx.conf). Install them when we may (root with
+# apt-get, as in CI), else say how.
+have_postgres() { command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+have_postgres || missing+=(postgresql)
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
+if ((${#missing[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-        step "apt-get install redis-server (not on PATH)"
+        step "apt-get install ${missing[*]} (test peers from the system)"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server </dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
     else
-        echo "tests/run.sh: redis-server is not on PATH; install it (Debian/Ubuntu: sudo apt-get install" \
-            "redis-server; macOS: brew install redis) and run again" >&2
+        echo "tests/run.sh: missing ${missing[*]}; install them (Debian/Ubuntu: sudo apt-get install" \
+            "${missing[*]}; macOS: brew install redis postgresql nginx) and run again" >&2
         exit 1
     fi
 fi
