@@ -4,11 +4,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-
 use common::{
-    Gateway, KEY, Raw, callers, demo_stdio_config, echo_tool, free_port, receipts_json,
+    Gateway, KEY, Nginx, Raw, callers, demo_stdio_config, echo_tool, receipts_json,
     stateless_call_body, stateless_call_headers,
 };
 use serde_json::json;
@@ -16,87 +13,6 @@ use serde_json::json;
 const SESSIONS: usize = 8;
 const CALLS_PER_SESSION: usize = 5;
 const STATELESS_CALLS: usize = 24;
-
-/// nginx running docker/nginx.conf with its upstreams and port replaced; stopped on drop.
-struct Nginx {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    /// The repository's docker/nginx.conf, its two `server` lines pointing at `replicas` and
-    /// listening on a free loopback port.
-    fn start(replicas: [&Gateway; 2]) -> Nginx {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/nginx.conf");
-        let mut conf = std::fs::read_to_string(&example).expect("docker/nginx.conf");
-        for i in 1..=2 {
-            let line = format!("server narrowgate-{i}:8080;");
-            // Both upstream blocks name each replica.
-            assert_eq!(conf.matches(&line).count(), 2, "{line} in both upstreams");
-        }
-        let mut replace = |from: &str, to: String| {
-            assert!(conf.contains(from), "docker/nginx.conf has no `{from}`");
-            conf = conf.replace(from, &to);
-        };
-        for (i, gw) in replicas.iter().enumerate() {
-            let address = gw.base.trim_start_matches("http://");
-            replace(
-                &format!("server narrowgate-{}:8080;", i + 1),
-                format!("server {address};"),
-            );
-        }
-        replace("listen 8080;", format!("listen 127.0.0.1:{port};"));
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).expect("write nginx.conf");
-        let log = dir.path().join("nginx.log");
-        let pid = dir.path().join("nginx.pid");
-        let mut command = Command::new(nginx_bin());
-        command
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(&log)
-            .arg("-g")
-            .arg(format!("daemon off; pid {};", pid.display()));
-        let mut child = common::process::spawn_logged(&mut command, &log, "nginx");
-        common::process::wait_listening(port, &mut child, "nginx", &log);
-        Nginx { child, port, dir }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = &self.dir;
-    }
-}
-
-/// nginx on PATH, or Debian's /usr/sbin/nginx (not on a non-root PATH).
-fn nginx_bin() -> PathBuf {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("nginx"))
-            .find(|bin| bin.is_file())
-    });
-    match on_path {
-        Some(bin) => bin,
-        None if Path::new("/usr/sbin/nginx").is_file() => PathBuf::from("/usr/sbin/nginx"),
-        None => panic!(
-            "nginx is not installed: `.ci/run` installs it (need_apt_packages nginx-light); \
-             locally: apt-get install nginx-light"
-        ),
-    }
-}
 
 fn replica() -> Gateway {
     let contract = common::contract_file(
@@ -120,7 +36,7 @@ fn replica() -> Gateway {
 #[tokio::test]
 async fn sessions_stick_to_their_replica_and_stateless_calls_reach_both() {
     let replicas = [replica(), replica()];
-    let nginx = Nginx::start([&replicas[0], &replicas[1]]);
+    let nginx = Nginx::start(&[&replicas[0], &replicas[1]]);
     let raw = Raw::new(&nginx.url());
 
     for s in 0..SESSIONS {

@@ -16,6 +16,7 @@
 //! - [`peers`]: the third-party peers in `.peers/` and the Python SDK client drivers;
 //! - `hostile`: the hostile upstream (`tests/hostile`), on stdio or Streamable HTTP;
 //! - [`wait`]: polling a condition with a deadline, instead of sleeping;
+//! - `nginx`: docker/nginx.conf in front of gateway replicas, with Debian's nginx;
 //! - `pg`: a private PostgreSQL server (`initdb` + `postgres` in a temporary folder);
 //! - `redis`: free ports and a real `redis-server` (std only: `src/` unit tests include it).
 #![allow(dead_code)] // each test crate uses a part of it
@@ -25,6 +26,7 @@ pub mod contracts;
 pub mod gateway;
 mod hostile;
 pub mod mcp;
+mod nginx;
 pub mod peers;
 mod pg;
 pub mod process;
@@ -50,6 +52,8 @@ pub use mcp::{
     concurrent_calls, counter, structured_u64, text_of, tool_names, tool_params, upstream_counts,
     wait_for_counts,
 };
+#[allow(unused_imports)]
+pub use nginx::Nginx;
 #[allow(unused_imports)]
 pub use pg::{PG_USER, Postgres};
 #[allow(unused_imports)]
