@@ -369,3 +369,98 @@ fn first_failure_time(calls: &[Value]) -> Option<f64> {
         .filter_map(|c| c["t"].as_f64())
         .reduce(f64::min)
 }
+
+/// `initialize` as `key` on `gw`: the reply (its `Mcp-Session-Id` when it opened a session).
+async fn open_session(gw: &Gateway, key: &str) -> common::Reply {
+    let auth = format!("Bearer {key}");
+    Raw::new(&gw.url)
+        .post(
+            &[("authorization", auth.as_str())],
+            &common::initialize_body("2025-11-25"),
+        )
+        .await
+}
+
+/// Proves: with `state: redis://…`, `http.max_sessions_per_caller` counts a caller's sessions on
+/// every replica together (two on two replicas fill a limit of 2: a third is refused 503 with
+/// `Retry-After` on either replica, naming the limit), other callers are not affected, deleting a
+/// session on one replica makes room on the other, and with Redis gone a new session is refused
+/// (fail closed, saying why) while the open ones go on working.
+#[tokio::test]
+async fn a_callers_sessions_are_counted_across_the_fleet() {
+    let mut redis = Some(Redis::start());
+    let url = redis.as_ref().map(Redis::url).unwrap_or_default();
+    let contract = contract_file("demo", &[&echo_tool("echo", 80, "")]);
+    let config = demo_stdio_config(
+        &callers(&[("bob", BOB, "['*']")]),
+        &format!("state: {url}\nhttp:\n  max_sessions_per_caller: 2\n"),
+    );
+    let a = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
+    let b = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
+
+    let first = open_session(&a, KEY).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let second = open_session(&b, KEY).await;
+    assert_eq!(second.status, 200, "{second:?}");
+    for gw in [&a, &b] {
+        let third = open_session(gw, KEY).await;
+        assert_eq!(
+            third.status, 503,
+            "the fleet holds alice's 2 sessions: {third:?}"
+        );
+        assert!(
+            third.body.contains("http.max_sessions_per_caller"),
+            "{third:?}"
+        );
+        assert!(third.header("retry-after").is_some(), "{third:?}");
+    }
+    let bobs = open_session(&b, BOB).await;
+    assert_eq!(bobs.status, 200, "bob's sessions are his own: {bobs:?}");
+
+    // alice deletes her session on b: there is room again, on a.
+    let session = second.header("mcp-session-id").expect("session id");
+    let deleted = reqwest::Client::new()
+        .delete(&b.url)
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("DELETE reaches the gateway");
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    let again = open_session(&a, KEY).await;
+    assert_eq!(
+        again.status, 200,
+        "room after the DELETE on the other replica: {again:?}"
+    );
+
+    // Redis goes away: no new session (the fleet's count is unknown), the open ones still work.
+    drop(redis.take());
+    let refused = open_session(&b, BOB).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(
+        refused.body.contains("shared session records"),
+        "{refused:?}"
+    );
+    let open = first.header("mcp-session-id").expect("session id");
+    let raw = Raw::new(&a.url);
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let auth = format!("Bearer {KEY}");
+    let in_session = [
+        ("authorization", auth.as_str()),
+        ("mcp-session-id", open.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    assert_eq!(raw.post(&in_session, &note).await.status, 202);
+    let call = raw
+        .request(
+            Some(KEY),
+            &open,
+            "2025-11-25",
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "still here"}}),
+        )
+        .await;
+    assert_eq!(call.status, 200, "{call:?}");
+    assert!(call.body.contains("still here"), "{call:?}");
+}

@@ -3,7 +3,8 @@
 //! `Retry-After` instead of making the gateway hold them all. A layer after authentication and
 //! session ownership, before the request is served.
 //!
-//! Sessions are counted from the ownership table ([`SessionOwners`]). A session rmcp has closed
+//! Sessions are counted from the ownership table ([`SessionOwners`]); with `state: redis://…`
+//! a caller's sessions are counted on every replica together ([`SharedSessions`]). A session rmcp has closed
 //! (idle for 5 minutes) stays in that table until it is pruned, so before refusing a new one the
 //! layer asks rmcp which of the counted sessions it still holds and forgets the others. Two
 //! `initialize` requests racing for the last place may both get it: the limits hold within the
@@ -28,6 +29,7 @@ use super::message::{Body, Message, Method as JsonRpcMethod};
 use super::rejection::Rejection;
 use super::request::Admitted;
 use super::sessions::SessionOwners;
+use super::shared_sessions::SharedSessions;
 use crate::config::http_limits::HttpConfig;
 
 /// At most one warning a second for each kind of refusal.
@@ -51,8 +53,27 @@ impl Capacity {
         }
     }
 
+    /// `caller`'s sessions (on every replica when they are shared) and all sessions here.
+    async fn counts(
+        &self,
+        caller: &str,
+        shared: &SharedSessions,
+    ) -> Result<(usize, usize), Rejection> {
+        let (mine_here, all) = self.sessions.counts(caller);
+        let mine = shared
+            .held_by(caller)
+            .await
+            .map_err(Rejection::SessionRecordsUnavailable)?;
+        Ok((mine.unwrap_or(mine_here), all))
+    }
+
     /// Whether `caller` may open one more session under `limits`.
-    async fn room_for_session(&self, caller: &str, limits: &HttpConfig) -> Result<(), Rejection> {
+    async fn room_for_session(
+        &self,
+        caller: &str,
+        limits: &HttpConfig,
+        shared: &SharedSessions,
+    ) -> Result<(), Rejection> {
         let over = |(mine, all): (usize, usize)| {
             if mine >= limits.max_sessions_per_caller {
                 Some("http.max_sessions_per_caller")
@@ -62,7 +83,7 @@ impl Capacity {
                 None
             }
         };
-        let Some(limit) = over(self.sessions.counts(caller)) else {
+        let Some(limit) = over(self.counts(caller, shared).await?) else {
             return Ok(());
         };
         // Forget the counted sessions rmcp has closed meanwhile, then count again.
@@ -71,9 +92,12 @@ impl Capacity {
             let held = self.rmcp_sessions.has_session(&id.as_str().into()).await;
             if !held.unwrap_or(true) {
                 self.sessions.forget(&id);
+                if whose.is_some() {
+                    shared.remove(&id, caller).await;
+                }
             }
         }
-        match over(self.sessions.counts(caller)) {
+        match over(self.counts(caller, shared).await?) {
             None => Ok(()),
             Some(limit) => {
                 if SESSIONS_REFUSED.ready() {
@@ -85,7 +109,6 @@ impl Capacity {
     }
 }
 
-/// Open SSE streams, all together and per caller.
 #[derive(Default)]
 struct Streams {
     open: Mutex<(usize, HashMap<String, usize>)>,
@@ -153,7 +176,9 @@ pub async fn limit_sessions_and_streams(
     let limits = &admitted.gateway.config.http;
     let in_session = request.headers().contains_key("mcp-session-id");
     if !in_session && admitted.body.as_ref().is_some_and(opens_session) {
-        capacity.room_for_session(&caller.name, limits).await?;
+        capacity
+            .room_for_session(&caller.name, limits, &admitted.gateway.shared_sessions)
+            .await?;
     }
     let opens_stream = request.method() == Method::GET
         || request

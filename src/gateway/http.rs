@@ -33,6 +33,7 @@ use super::request::Admitted;
 use super::request_ids::RequestIds;
 use super::server::McpHandler;
 use super::sessions::SessionOwners;
+use super::shared_sessions::{self, SharedSessions};
 use super::{direct, health, origin};
 use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
@@ -412,6 +413,17 @@ async fn own_sessions(
         tracing::warn!(caller = %caller.name, "request refused: session unknown or another caller's");
         return Err(Rejection::SessionNotFound);
     }
+    // A session in use keeps its shared record (`state: redis://…`) from lapsing: renewed at
+    // most once a minute, off the request's path.
+    let shared = Some(&admitted.gateway.shared_sessions)
+        .filter(|s| s.is_shared())
+        .cloned();
+    if let (Some(shared), Some(session)) = (&shared, &presented)
+        && l.sessions
+            .renewal_due(session, shared_sessions::RENEW_AFTER)
+    {
+        shared_record(shared.clone(), session.clone(), caller.name.clone());
+    }
     let held = match (&presented, &admitted.body) {
         (Some(session), Some(body)) => Some(
             l.request_ids
@@ -444,9 +456,20 @@ async fn own_sessions(
         response = held.until_sent(response);
     }
     match (&presented, session_id(response.headers())) {
-        (None, Some(created)) => l.sessions.record(&created, &caller.name, opening),
+        (None, Some(created)) => {
+            l.sessions.record(&created, &caller.name, opening);
+            // Recorded before the client learns of the session, so that a next `initialize` on
+            // another replica already counts it.
+            if let Some(shared) = shared {
+                shared.record(&created, &caller.name).await;
+            }
+        }
         (Some(session), _) if is_delete && response.status().is_success() => {
             l.sessions.forget(session);
+            if let Some(shared) = shared {
+                let (session, caller) = (session.clone(), caller.name.clone());
+                tokio::spawn(async move { shared.remove(&session, &caller).await });
+            }
             // rmcp answers 202; the SDKs' own servers answer 200, and the Python SDK's client
             // logs "Session termination failed: 202" for anything else.
             *response.status_mut() = StatusCode::OK;
@@ -454,6 +477,12 @@ async fn own_sessions(
         _ => {}
     }
     Ok(response)
+}
+
+/// Renews `session`'s shared record in the background: the request does not wait on Redis for
+/// it (a lost renewal only makes the fleet count the session for less long).
+fn shared_record(shared: Arc<SharedSessions>, session: String, caller: String) {
+    tokio::spawn(async move { shared.record(&session, &caller).await });
 }
 
 /// Plain `tools/call` requests are answered by the gateway itself ([`direct`]) unless

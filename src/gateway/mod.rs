@@ -31,6 +31,7 @@ mod request_ids;
 pub mod resources;
 pub mod server;
 mod sessions;
+pub mod shared_sessions;
 mod subscriptions;
 
 #[doc(hidden)]
@@ -74,6 +75,8 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     /// The logging level each client session set (`relay::levels`), kept across reloads.
     pub log_levels: Arc<relay::levels::LogLevels>,
+    /// Which caller holds which sessions across the replicas (with `state: redis://…`).
+    pub shared_sessions: Arc<shared_sessions::SharedSessions>,
     /// Bumped whenever the published tools change, so sessions can tell their clients. Shared
     /// by every version, so a session hears of changes made by a reload too.
     tools_changed: Arc<watch::Sender<u64>>,
@@ -127,6 +130,10 @@ impl Gateway {
             .map(|p| p.dedupe.clone())
             .filter(|d| d.serves(&state))
             .unwrap_or_else(|| Arc::new(DedupeCache::from_config(&config)));
+        let shared_sessions = previous
+            .map(|p| p.shared_sessions.clone())
+            .filter(|s| s.serves(&state))
+            .unwrap_or_else(|| Arc::new(shared_sessions::SharedSessions::from_config(&config)));
         let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
         let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());
         let gateway = Gateway {
@@ -144,6 +151,7 @@ impl Gateway {
             // real change in what they see.
             catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),
             log_levels: previous.map(|p| p.log_levels.clone()).unwrap_or_default(),
+            shared_sessions,
             tools_changed: previous
                 .map(|p| p.tools_changed.clone())
                 .unwrap_or_else(|| Arc::new(watch::Sender::new(0))),

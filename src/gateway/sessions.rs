@@ -24,6 +24,8 @@ struct Session {
     version: Option<String>,
     seen: Instant,
     seen_by_rmcp: Instant,
+    /// When its shared record (`state: redis://…`) was last written.
+    recorded: Instant,
 }
 
 impl SessionOwners {
@@ -53,8 +55,21 @@ impl SessionOwners {
                 version,
                 seen: now,
                 seen_by_rmcp: now,
+                recorded: now,
             },
         );
+    }
+    /// Whether `session`'s shared record is older than `after` (and so due for renewal); if so,
+    /// it counts as renewed from now.
+    pub(super) fn renewal_due(&self, session: &str, after: Duration) -> bool {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        match sessions.get_mut(session) {
+            Some(s) if s.recorded.elapsed() >= after => {
+                s.recorded = Instant::now();
+                true
+            }
+            _ => false,
+        }
     }
     /// How many sessions `caller` holds, and how many all callers together hold.
     pub(super) fn counts(&self, caller: &str) -> (usize, usize) {
