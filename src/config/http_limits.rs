@@ -37,8 +37,9 @@ pub struct HttpConfig {
     /// request gets 503 with `Retry-After`, and the connection is closed after it.
     #[schemars(range(min = 1))]
     pub max_connections: usize,
-    /// Connections open at once from one client address (the TCP peer: behind a reverse proxy
-    /// every client has the proxy's address, so raise it to `max_connections` there).
+    /// Connections open at once from one client address (an IPv6 client: its /64 network; the
+    /// TCP peer: behind a reverse proxy every client has the proxy's address, so raise it to
+    /// `max_connections` there).
     #[schemars(range(min = 1))]
     pub max_connections_per_client: usize,
     /// MCP sessions open at once, all callers together: an `initialize` over it gets 503.

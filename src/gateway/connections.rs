@@ -107,6 +107,22 @@ impl Drop for Slot {
     }
 }
 
+/// The client a connection counts against: its IPv4 address, or the /64 network of an IPv6 one
+/// (one host is usually given a whole /64, and could otherwise take a new address for each
+/// connection). An IPv4-mapped IPv6 address is its IPv4 address.
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let [a, b, c, d, ..] = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
 impl Counts {
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
@@ -166,7 +182,7 @@ pub async fn serve(
         };
         let limits = live.current().config.http.clone();
         let Some(slot) = counts.take(
-            peer.ip(),
+            client_of(peer.ip()),
             limits.max_connections,
             limits.max_connections_per_client,
         ) else {
@@ -305,6 +321,33 @@ mod tests {
         let throttle = Throttle::new();
         assert!(throttle.ready());
         assert!(!throttle.ready(), "not twice within a second");
+    }
+
+    /// Proves: IPv6 addresses of one /64 are one client (a host cannot take a fresh address per
+    /// connection to escape `max_connections_per_client`), other /64s and IPv4 addresses are
+    /// their own, and an IPv4-mapped address counts as its IPv4 address.
+    #[test]
+    fn an_ipv6_client_is_its_slash_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("address");
+        assert_eq!(
+            client_of(ip("2001:db8:1:2::1")),
+            client_of(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(
+            client_of(ip("2001:db8:1:2::1")),
+            client_of(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(client_of(ip("10.0.0.1")), ip("10.0.0.1"));
+        assert_eq!(client_of(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
+        let counts = Arc::new(Counts::default());
+        let first = counts
+            .take(client_of(ip("2001:db8::1")), 10, 1)
+            .expect("a slot");
+        let second = counts
+            .take(client_of(ip("2001:db8::2")), 10, 1)
+            .expect("a slot");
+        assert!(!first.over_limit);
+        assert!(second.over_limit, "the same /64: over the per-client limit");
     }
 
     #[test]
