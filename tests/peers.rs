@@ -1,7 +1,7 @@
 //! The gateway between real third-party MCP peers: upstreams `@modelcontextprotocol/server-everything`
 //! (Streamable HTTP), `mcp-server-time` and `@modelcontextprotocol/server-filesystem` (stdio), and
-//! clients the official Python SDKs (`mcp` 2.3.0 in both handshake modes, `mcp` 1.30.0) and the MCP
-//! Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
+//! clients the official Python SDKs (`mcp` 2.3.0 in both handshake modes, `mcp` 1.30.0), the
+//! official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2) and the MCP Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
 //! fails the test with a pointer to that script.
 
 mod common;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::peers::{CLIENT_DEADLINE, PyClient, mcp_server_time, node_bin};
+use common::peers::{CLIENT_DEADLINE, PyClient, mcp_server_time, node_bin, ts_client};
 use common::process::run;
 use common::{
     Gateway, KEY, Raw, callers, free_port, result_text, sorted_tool_names, stateless_call_body,
@@ -246,6 +246,53 @@ fn python_sdk_2_legacy_mode_works_through_the_gateway() {
 #[test]
 fn python_sdk_1_works_through_the_gateway() {
     python_client_through_gateway(PyClient::V1, "2025-11-25");
+}
+
+/// Proves: the official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2) through the gateway in
+/// front of server-everything sees only the contracted tools with the contract's schemas, gets the
+/// upstream's structured result for in-contract calls (which the SDK checks against the published
+/// output schema), a tool error naming the path and rule for out-of-contract ones (the value not
+/// echoed), -32602 for tools without a contract, keeps its session through the refusals, and
+/// cannot connect without a valid API key.
+#[test]
+fn typescript_sdk_works_through_the_gateway() {
+    let (_upstream, gw) = start_everything_gateway();
+    let steps = json!({"steps": [
+        {"op": "list"},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Chicago"}},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Los Angeles"}},
+        {"op": "call", "name": "add", "arguments": {"a": 5000, "b": 1}},
+        {"op": "call", "name": "echo", "arguments": {"message": "hi"}},
+        {"op": "call", "name": "add", "arguments": {"a": 2, "b": 40}},
+    ]});
+    let out = ts_client(&gw.url, KEY, &steps);
+    assert_eq!(out["protocol_version"], "2025-11-25", "{out}");
+    let r = &out["results"];
+    assert_eq!(sorted_tool_names(&r[0]), ["add", "get_weather"], "{}", r[0]);
+    let weather = tool(&r[0], "get_weather");
+    assert_eq!(
+        weather["inputSchema"],
+        published(weather_input()),
+        "{weather}"
+    );
+    assert_eq!(weather["outputSchema"], weather_output(), "{weather}");
+
+    assert_eq!(r[1]["is_error"], false, "{}\n{}", r[1], gw.log());
+    let chicago = json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82});
+    assert_eq!(r[1]["structured_content"], chicago, "{}", r[1]);
+    assert_rejected(&r[2], "/location", "enum", "Los Angeles");
+    assert_rejected(&r[3], "/a", "maximum", "5000");
+    assert_eq!(r[4]["error"]["code"], -32602, "{}", r[4]);
+    let message = r[4]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.ends_with("Unknown tool: echo"), "{}", r[4]);
+    assert_eq!(r[5]["is_error"], false, "{}", r[5]);
+    assert!(r[5]["content"].to_string().contains("42"), "{}", r[5]);
+
+    for key in ["-", "wrong-key"] {
+        let refused = ts_client(&gw.url, key, &json!({"steps": [{"op": "list"}]}));
+        assert_eq!(refused["connect_error_code"], 401, "key {key}: {refused}");
+        assert!(refused.get("results").is_none(), "{refused}");
+    }
 }
 
 /// A stateless MCP 2026-07-28 `tools/call` (no session; per-request `_meta` and SEP-2243 headers).

@@ -104,3 +104,30 @@ impl PyClient {
         ran.json()
     }
 }
+
+/// Runs `tests/clients/ts_client.mjs` (the official TypeScript SDK, `@modelcontextprotocol/sdk`
+/// 1.32.2 in `.peers/node`) against `url` with `key` (`-`: no Authorization header) and `options`
+/// (`{"steps": [...], "capabilities": {...}}`, see the script) within [`CLIENT_DEADLINE`]; asserts
+/// it exits 0 and returns what it printed.
+pub fn ts_client(url: &str, key: &str, options: &Value) -> Value {
+    let node_dir = peers_dir().join("node");
+    existing(
+        "@modelcontextprotocol/sdk",
+        node_dir.join("node_modules/@modelcontextprotocol/sdk/package.json"),
+    );
+    let ran = run(
+        Command::new("node")
+            .arg(py_client_script("ts_client.mjs"))
+            .arg(&node_dir)
+            .args([url, key, &options.to_string()])
+            .env("TS_CLIENT_TIMEOUT", "20"),
+        CLIENT_DEADLINE,
+    );
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "TypeScript client failed: {}",
+        ran.stderr
+    );
+    ran.json()
+}
