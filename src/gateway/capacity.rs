@@ -53,18 +53,14 @@ impl Capacity {
         }
     }
 
-    /// `caller`'s sessions (on every replica when they are shared) and all sessions here.
-    async fn counts(
-        &self,
-        caller: &str,
-        shared: &SharedSessions,
-    ) -> Result<(usize, usize), Rejection> {
+    /// `caller`'s sessions (on every replica when they are shared) and all sessions here. While
+    /// Redis cannot say, the caller's sessions here are counted instead (and the log says so):
+    /// an outage of the shared state must not lock every session-based client out, and the
+    /// limits still hold on each replica.
+    async fn counts(&self, caller: &str, shared: &SharedSessions) -> (usize, usize) {
         let (mine_here, all) = self.sessions.counts(caller);
-        let mine = shared
-            .held_by(caller)
-            .await
-            .map_err(Rejection::SessionRecordsUnavailable)?;
-        Ok((mine.unwrap_or(mine_here), all))
+        let mine = shared.held_by(caller).await.ok().flatten();
+        (mine.unwrap_or(mine_here), all)
     }
 
     /// Whether `caller` may open one more session under `limits`.
@@ -83,7 +79,7 @@ impl Capacity {
                 None
             }
         };
-        let Some(limit) = over(self.counts(caller, shared).await?) else {
+        let Some(limit) = over(self.counts(caller, shared).await) else {
             return Ok(());
         };
         // Forget the counted sessions rmcp has closed meanwhile, then count again.
@@ -97,7 +93,7 @@ impl Capacity {
                 }
             }
         }
-        match over(self.counts(caller, shared).await?) {
+        match over(self.counts(caller, shared).await) {
             None => Ok(()),
             Some(limit) => {
                 if SESSIONS_REFUSED.ready() {

@@ -40,10 +40,6 @@ pub enum Rejection {
          retry later"
     )]
     TooManySessions(&'static str),
-    /// 503 with `Retry-After`: with `state: redis://…` a session may only be opened once Redis
-    /// has counted the caller's sessions on every replica, and it could not.
-    #[error("Service Unavailable: the shared session records cannot be read ({0}); retry later")]
-    SessionRecordsUnavailable(String),
     /// 503 with `Retry-After`: as many SSE streams are open as `http.max_streams_per_caller` /
     /// `http.max_streams` allow.
     #[error("Service Unavailable: too many open SSE streams ({0}); retry later")]
@@ -96,9 +92,7 @@ impl IntoResponse for Rejection {
             Rejection::BodyTimeout { .. } => {
                 (StatusCode::REQUEST_TIMEOUT, self.to_string()).into_response()
             }
-            Rejection::TooManySessions(_)
-            | Rejection::TooManyStreams(_)
-            | Rejection::SessionRecordsUnavailable(_) => {
+            Rejection::TooManySessions(_) | Rejection::TooManyStreams(_) => {
                 let mut response =
                     (StatusCode::SERVICE_UNAVAILABLE, self.to_string()).into_response();
                 response

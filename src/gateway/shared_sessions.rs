@@ -11,8 +11,9 @@
 //! replica that dies leaves its sessions' records to lapse within [`RECORD_LIFETIME`]: a dead
 //! replica's sessions count against their callers for at most that long.
 //!
-//! Opening a session fails closed when Redis cannot be reached (503, as for too many sessions);
-//! renewing and removing records are best effort (a record that was not removed lapses).
+//! While Redis cannot be reached, each replica counts a caller's sessions on its own (the limit
+//! then holds per replica, as without Redis) and logs why; renewing and removing records are
+//! best effort (a record that was not removed lapses).
 //! Without Redis, the local ownership table ([`super::sessions`]) is the whole truth.
 
 use std::time::Duration;
@@ -72,7 +73,7 @@ impl SharedSessions {
         match state {
             StateBackend::Memory => SharedSessions::Local,
             StateBackend::Redis(url) => SharedSessions::Redis(Box::new(RedisSessions {
-                state: RedisState::new(url, "no caller can open an MCP session"),
+                state: RedisState::new(url, "sessions are counted per replica"),
                 count: redis::Script::new(COUNT_SCRIPT),
                 record: redis::Script::new(RECORD_SCRIPT),
                 remove: redis::Script::new(REMOVE_SCRIPT),
@@ -97,7 +98,7 @@ impl SharedSessions {
     }
 
     /// How many sessions `caller` holds on all replicas together; `None` when not shared.
-    /// `Err` when Redis cannot say (the caller may then not open a session: fail closed).
+    /// `Err` when Redis cannot say (logged here).
     pub async fn held_by(&self, caller: &str) -> Result<Option<usize>, String> {
         let SharedSessions::Redis(r) = self else {
             return Ok(None);
@@ -107,7 +108,8 @@ impl SharedSessions {
             Ok(n) => Ok(Some(n)),
             Err(e) => {
                 let message = format!(
-                    "cannot count the sessions of `{caller}` in Redis ({}): {e}",
+                    "cannot count the sessions of `{caller}` in Redis ({}): {e}; counting them \
+                     on this replica only",
                     r.state.shown_url()
                 );
                 r.state.failed(&message).await;
