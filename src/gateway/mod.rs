@@ -31,6 +31,7 @@ mod request_ids;
 pub mod resources;
 pub mod server;
 mod sessions;
+pub mod status;
 mod subscriptions;
 
 #[doc(hidden)]
