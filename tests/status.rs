@@ -299,7 +299,8 @@ fn artefacts() -> PathBuf {
 fn drive_chromium(gw: &Gateway, key: &str, screenshot: &str, extra: &[&str]) -> Value {
     let script = common::peers::repo_root().join("tests/browser/status_page.py");
     let ran = common::process::run(
-        Command::new("python3")
+        // The driver needs only Python's standard library; the peers' Python is there anyway.
+        Command::new(common::peers::py2_python())
             .arg(script)
             .arg(chromium())
             .arg(format!("{}/status", gw.base))

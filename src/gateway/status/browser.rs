@@ -14,12 +14,13 @@
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use base64::Engine as _;
 
 use crate::gateway::origin;
+use crate::gateway::rejection::Rejection;
 use crate::gateway::request::Admitted;
 use crate::policy::Caller;
 
@@ -38,47 +39,39 @@ struct Presented<'a> {
 /// something, and hands the handlers after it the credentials as `Authorization: Bearer`
 /// (handlers that authenticate from the headers themselves see what they expect). Runs after
 /// `http::admit` and `http::check_host_and_origin`, as the MCP endpoint's `authenticate` does.
-pub async fn authenticate(request: Request, next: Next) -> Response {
+pub async fn authenticate(request: Request, next: Next) -> Result<Response, Rejection> {
     let (mut parts, body) = request.into_parts();
-    let Some(admitted) = parts.extensions.get::<Admitted>() else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the request was not admitted",
-        )
-            .into_response();
-    };
-    let gateway = admitted.gateway.clone();
+    let gateway = parts
+        .extensions
+        .get::<Admitted>()
+        .ok_or(Rejection::Internal("the request was not admitted"))?
+        .gateway
+        .clone();
     let authorization = parts
         .headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or(""));
     // The anonymous caller signs into nothing here: the page and decisions need someone.
-    let Some(authorization) = authorization else {
-        return challenge("sign in: any user name, your API key as the password");
-    };
-    let Some(presented) = presented(authorization) else {
-        return challenge("the credentials presented are not valid");
-    };
+    let authorization = authorization.ok_or(Rejection::SignIn(
+        "sign in with any user name and your API key as the password",
+    ))?;
+    let invalid = Rejection::SignIn("the credentials presented are not valid");
+    let presented = presented(authorization).ok_or(invalid)?;
     let bearer = format!("Bearer {}", presented.secret);
     let caller: Arc<Caller> = match gateway.authenticator.authenticate(Some(&bearer)).await {
         Ok(caller) => caller,
         Err(e) => {
-            tracing::info!(reason = %e, "status page: request refused: 401");
-            return challenge("the credentials presented are not valid");
+            // The reason is logged, never the credentials.
+            tracing::info!(reason = %e, "browser route: request refused: 401");
+            return Err(Rejection::SignIn("the credentials presented are not valid"));
         }
     };
     if presented.ambient
         && !is_safe(&parts.method)
         && let Err(why) = from_own_page(&parts.headers)
     {
-        tracing::warn!(caller = %caller.name, why, "status page: cross-site request refused: 403");
-        return (
-            StatusCode::FORBIDDEN,
-            format!(
-                "refused: {why} (a browser signed in with Basic changes nothing from another site)"
-            ),
-        )
-            .into_response();
+        tracing::warn!(caller = %caller.name, why, "browser route: cross-site request refused: 403");
+        return Err(Rejection::CrossSite(why));
     }
     if let Ok(value) = HeaderValue::from_str(&bearer) {
         parts.headers.insert(header::AUTHORIZATION, value);
@@ -86,7 +79,7 @@ pub async fn authenticate(request: Request, next: Next) -> Response {
     if let Some(admitted) = parts.extensions.get_mut::<Admitted>() {
         admitted.caller = Some(caller);
     }
-    next.run(Request::from_parts(parts, body)).await
+    Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
 /// The secret of `Bearer SECRET` or of `Basic base64(USER:SECRET)` (schemes case-insensitive).
@@ -140,18 +133,6 @@ fn from_own_page(headers: &HeaderMap) -> Result<(), &'static str> {
         true => Ok(()),
         false => Err("the Origin is not the gateway's own"),
     }
-}
-
-/// 401 asking for Basic credentials (which browsers prompt for) or a bearer token.
-fn challenge(message: &'static str) -> Response {
-    let mut response = (StatusCode::UNAUTHORIZED, message).into_response();
-    let headers = response.headers_mut();
-    headers.append(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(BASIC_CHALLENGE),
-    );
-    headers.append(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
 }
 
 #[cfg(test)]

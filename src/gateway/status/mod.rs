@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::Gateway;
 use super::catalog::Entry;
+use super::rejection::Rejection;
 use super::request::Admitted;
 use crate::policy::Caller;
 use crate::receipts::query::{Filter, Source};
@@ -135,29 +136,22 @@ pub(crate) struct View {
 
 /// `GET /status`. 401 without credentials (from [`browser::authenticate`]), 403 for a caller
 /// who is neither admin nor approver, 400 for filters that mean nothing, else the page.
-pub async fn page(request: Request) -> Response {
-    let Some(admitted) = request.extensions().get::<Admitted>() else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the request was not admitted",
-        )
-            .into_response();
-    };
+pub async fn page(request: Request) -> Result<Response, Rejection> {
+    let admitted = request
+        .extensions()
+        .get::<Admitted>()
+        .ok_or(Rejection::Internal("the request was not admitted"))?;
     let gateway = admitted.gateway.clone();
-    let Some(caller) = admitted.caller.clone() else {
-        return (StatusCode::UNAUTHORIZED, "not signed in").into_response();
-    };
+    let caller = admitted.caller.clone().ok_or(Rejection::Unauthenticated)?;
     if !may_see_status(&caller, &gateway) {
         tracing::info!(caller = %caller.name, "status page refused: 403");
-        return (
-            StatusCode::FORBIDDEN,
+        return Err(Rejection::NotForCaller(
             "the status page is for callers with the `admin` role and for approvers",
-        )
-            .into_response();
+        ));
     }
     let filters = match Filters::of(Query_::parse(request.uri().query())) {
         Ok(filters) => filters,
-        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+        Err(e) => return Ok((StatusCode::BAD_REQUEST, e).into_response()),
     };
     let (receipts, rate_limited) = read_receipts(&gateway, &filters).await;
     let view = View {
@@ -186,7 +180,7 @@ pub async fn page(request: Request) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    response
+    Ok(response)
 }
 
 fn now_millis() -> i64 {
