@@ -24,6 +24,11 @@ const ANONYMOUS_ADMIN: &str =
 /// caller has `admin` too (and still may not see the page). `echo` allows one call a minute
 /// per caller; `missing` names no upstream tool (disabled, with a reason).
 fn start() -> Gateway {
+    start_with("")
+}
+
+/// [`start`] with `extra` configuration (a `receipts:` block, say).
+fn start_with(extra: &str) -> Gateway {
     let callers = format!(
         "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    roles: [admin]\n\
          \x20 - name: '{HOSTILE_CALLER}'\n    api_key_sha256: {}\n    tools: [echo]\n{ANONYMOUS_ADMIN}",
@@ -236,6 +241,24 @@ async fn receipt_filters_select_receipts() {
     let refused = get(&gw, "/status?outcome=nope", Auth::Basic(KEY)).await;
     assert_eq!(refused.status(), 400);
     assert!(refused.text().await.expect("body").contains("rate_limited"));
+}
+
+/// Proves: with `receipts.url`, the receipts panels read PostgreSQL (a real, private server),
+/// with the same filters, through the same query code as `narrowgate receipts`.
+#[tokio::test]
+async fn receipts_are_read_from_postgresql_too() {
+    let pg = common::Postgres::start();
+    let gw = start_with(&format!("receipts:\n  url: {}\n", pg.url()));
+    make_receipts(&gw).await;
+    let text = page(&gw, "/status").await;
+    assert_eq!(rows(&text, "receipts").len(), 4, "{text}");
+    let refused = rows(&text, "rate-limited");
+    assert_eq!(refused.len(), 1, "{text}");
+    assert_eq!(refused[0][1..4], ["alice", "echo", "rate_limited"]);
+    let text = page(&gw, "/status?caller=alice&outcome=denied").await;
+    let denied = rows(&text, "receipts");
+    assert_eq!(denied.len(), 1, "{text}");
+    assert_eq!(denied[0][2], "&lt;img src=x onerror=alert(1)&gt;");
 }
 
 /// Proves: a request that changes something, signed in with Basic (credentials a browser sends
