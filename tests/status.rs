@@ -38,7 +38,10 @@ fn start_with(extra: &str) -> Gateway {
     let contract = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    rate: 1/m\n    input:\n\
                     \x20     type: object\n      properties: { message: { type: string } }\n\
                     \x20     required: [message]\n  missing:\n    privilege: read\n";
-    Gateway::start(&demo_stdio_config(&callers, ""), &[("demo.yaml", contract)])
+    Gateway::start(
+        &demo_stdio_config(&callers, extra),
+        &[("demo.yaml", contract)],
+    )
 }
 
 /// Receipts of every kind the page shows: alice's echo (ok), then rate_limited; the hostile
