@@ -22,6 +22,9 @@ pub struct PendingView {
     pub age_seconds: f64,
     /// How long until it is denied for want of a decision.
     pub expires_in_seconds: f64,
+    /// `pending` (the page offers approve and deny), or the decision waiting for its call to
+    /// collect it (`approved`, `denied`).
+    pub state: String,
 }
 
 /// What the panel has to show.
@@ -31,13 +34,16 @@ pub enum Pending {
     NotConfigured,
     /// The calls waiting for a decision, oldest first (possibly none).
     Waiting(Vec<PendingView>),
+    /// The approvals store cannot be read (a shared one, unreachable): why.
+    Unreadable(String),
 }
 
 /// The calls of `gateway` waiting for an approver.
 ///
 /// Approvals are not part of this build: the panel says so. Once they are, this returns
-/// `Pending::Waiting` of the approvals store's list (`NotConfigured` when `approvers` is empty).
-pub fn pending(_gateway: &Gateway) -> Pending {
+/// `NotConfigured` when `approvers` is empty, else the approvals store's list as
+/// `Pending::Waiting` (`Unreadable` with the store's error).
+pub async fn pending(_gateway: &Gateway) -> Pending {
     Pending::NotConfigured
 }
 

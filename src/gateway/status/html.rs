@@ -206,6 +206,14 @@ fn approvals(page: &mut String, pending: &Pending, approver: bool) {
             return;
         }
         Pending::Waiting(waiting) => waiting,
+        Pending::Unreadable(why) => {
+            let _ = write!(
+                page,
+                "<p class=\"error\">the pending approvals cannot be read: {}</p></section>",
+                escape(why)
+            );
+            return;
+        }
     };
     if !approver {
         page.push_str(
@@ -237,7 +245,9 @@ fn approval_row(page: &mut String, p: &PendingView, approver: bool) {
         p.age_seconds,
         p.expires_in_seconds,
     );
-    if approver {
+    if p.state != "pending" {
+        let _ = write!(page, "{} ", escape(&p.state));
+    } else if approver {
         let _ = write!(
             page,
             "<input name=\"reason\" placeholder=\"reason\" maxlength=\"500\"> \
@@ -266,7 +276,7 @@ mod tests {
     }
 
     /// Proves: a pending approval's values are escaped, and the decision buttons appear only for
-    /// an approver.
+    /// an approver, and only while it is pending.
     #[test]
     fn approval_rows_escape_and_offer_buttons_to_approvers_only() {
         let p = PendingView {
@@ -276,13 +286,21 @@ mod tests {
             arguments: "{\"x\":\"</pre><script>\"}".into(),
             age_seconds: 1.0,
             expires_in_seconds: 2.0,
+            state: "pending".into(),
         };
         let mut page = String::new();
         approvals(&mut page, &Pending::Waiting(vec![p.clone()]), true);
         assert!(page.contains("data-id=\"a&quot;1\" data-decision=\"approve\""));
         assert!(!page.contains("<b>") && !page.contains("<script>"));
         let mut page = String::new();
-        approvals(&mut page, &Pending::Waiting(vec![p]), false);
+        approvals(&mut page, &Pending::Waiting(vec![p.clone()]), false);
         assert!(!page.contains("data-decision"));
+        let decided = PendingView {
+            state: "approved".into(),
+            ..p
+        };
+        let mut page = String::new();
+        approvals(&mut page, &Pending::Waiting(vec![decided]), true);
+        assert!(!page.contains("data-decision") && page.contains("approved"));
     }
 }

@@ -162,7 +162,7 @@ pub async fn page(request: Request) -> Result<Response, Rejection> {
         filters,
         receipts,
         rate_limited,
-        approvals: approvals::pending(&gateway),
+        approvals: approvals::pending(&gateway).await,
         approver: approvals::is_approver(&caller, &gateway),
     };
     let mut response = axum::response::Html(html::render(&view)).into_response();
