@@ -389,8 +389,14 @@ async fn an_approval_is_decided_from_the_page() {
         hash_key(KEY),
         hash_key(common::CAROL),
     );
-    let contract = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    approval: approver\n";
-    let gw = Gateway::start(&demo_stdio_config(&callers, ""), &[("demo.yaml", contract)]);
+    let contract = format!(
+        "upstream: demo\ntools:\n{}",
+        common::echo_tool("echo", 40, "    approval: approver\n")
+    );
+    let gw = Gateway::start(
+        &demo_stdio_config(&callers, ""),
+        &[("demo.yaml", &contract)],
+    );
     let alice = client(&gw.url, KEY).await;
     let waiting = tokio::spawn(async move {
         let answer = call(&alice, "echo", json!({"message": "approve me"})).await;
