@@ -166,7 +166,7 @@ async fn only_admins_see_the_page() {
 
 /// Proves: each panel is there with what it shows (the upstream up, `echo` enabled with its
 /// verdict, `missing` disabled with its reason, receipts, the rate-limit refusal, approvals not
-/// configured), and names from outside (a caller name and a requested tool name holding markup)
+/// configured), the page is small, and names from outside (a caller name and a requested tool name holding markup)
 /// appear escaped, never as markup.
 #[tokio::test]
 async fn every_panel_is_present_and_values_are_escaped() {
@@ -207,6 +207,8 @@ async fn every_panel_is_present_and_values_are_escaped() {
     );
     // One script element: the page's own.
     assert_eq!(text.matches("<script").count(), 1);
+    // Small: style and script inline, four receipts (about 7 KB; 50 receipts make about 16 KB).
+    assert!(text.len() < 16 * 1024, "{} bytes", text.len());
 }
 
 /// Proves: the receipts panel's filters (caller, tool, outcome, limit; empty fields are no
