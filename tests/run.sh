@@ -5,15 +5,17 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { echo "==> $*" >&2; }
 
-# Three test peers come from the system, not from a registry: redis-server (tests/common/redis.rs
-# starts private instances), PostgreSQL (tests/common/pg.rs: initdb + postgres, for receipts.url) and
-# nginx (tests/nginx.rs: replicas behind docker/nginx.conf). Install them when we may (root with
-# apt-get, as in CI), else say how.
+# Four test peers come from the system, not from a registry: redis-server (tests/common/redis.rs
+# starts private instances), PostgreSQL (tests/common/pg.rs: initdb + postgres, for receipts.url),
+# nginx (tests/nginx.rs: replicas behind docker/nginx.conf) and Chromium (tests/status.rs: the status
+# page, headless). Install them when we may (root with apt-get, as in CI), else say how.
 have_postgres() { command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 have_postgres || missing+=(postgresql)
 command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
+# chromium: tests/status.rs drives the status page in headless Chromium.
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         step "apt-get install ${missing[*]} (test peers from the system)"
@@ -21,7 +23,7 @@ if ((${#missing[@]})); then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
     else
         echo "tests/run.sh: missing ${missing[*]}; install them (Debian/Ubuntu: sudo apt-get install" \
-            "${missing[*]}; macOS: brew install redis postgresql nginx) and run again" >&2
+            "${missing[*]}; macOS: brew install redis postgresql nginx; brew install --cask chromium) and run again" >&2
         exit 1
     fi
 fi

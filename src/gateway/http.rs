@@ -34,7 +34,7 @@ use super::request_ids::RequestIds;
 use super::server::McpHandler;
 use super::sessions::SessionOwners;
 use super::shared_sessions::{self, SharedSessions};
-use super::{direct, health, origin};
+use super::{direct, health, origin, status};
 use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
 
@@ -95,7 +95,20 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     // Before the body is read: a body is only ever read from an authenticated caller.
     let stack = Stack::new(stack, middleware::from_fn(authenticate));
     let stack = Stack::new(stack, middleware::from_fn(check_host_and_origin));
-    let stack = Stack::new(stack, middleware::from_fn_with_state(layers, admit));
+    let stack = Stack::new(stack, middleware::from_fn_with_state(layers.clone(), admit));
+    // The browser routes (the status page): the same first layers, then an authentication
+    // that also takes HTTP Basic, for browsers (`status::browser`).
+    let browser_layers = Stack::new(
+        middleware::from_fn(status::browser::authenticate),
+        middleware::from_fn(check_host_and_origin),
+    );
+    let browser_layers = Stack::new(
+        browser_layers,
+        middleware::from_fn_with_state(layers, admit),
+    );
+    let browser_routes = Router::new()
+        .route("/status", get(status::page))
+        .route_layer(browser_layers);
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
         .route_layer(stack);
@@ -129,6 +142,7 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_state(live.clone())
         .merge(metadata.with_state(live))
         .merge(mcp_routes)
+        .merge(browser_routes)
         .layer(middleware::from_fn(super::connections::refuse_over_limit))
 }
 

@@ -32,6 +32,7 @@ pub mod resources;
 pub mod server;
 mod sessions;
 pub mod shared_sessions;
+pub mod status;
 mod subscriptions;
 
 #[doc(hidden)]

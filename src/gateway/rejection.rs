@@ -78,6 +78,20 @@ pub enum Rejection {
     /// 500 without a body.
     #[error("internal error: {0}")]
     Internal(&'static str),
+    /// 401 on a browser route (the status page): no or bad credentials. Challenges `Basic` (so a
+    /// browser asks for them) and `Bearer`.
+    #[error("Unauthorized: {0}")]
+    SignIn(&'static str),
+    /// 403 on a browser route: a request that changes something, under the Basic credentials a
+    /// browser sends by itself, not from the gateway's own page (cross-site request forgery).
+    #[error(
+        "Forbidden: {0} (under Basic credentials, only the gateway's own pages may change \
+         anything)"
+    )]
+    CrossSite(&'static str),
+    /// 403 on a browser route: the caller may not see what it asked for.
+    #[error("Forbidden: {0}")]
+    NotForCaller(&'static str),
 }
 
 impl IntoResponse for Rejection {
@@ -135,6 +149,19 @@ impl IntoResponse for Rejection {
                 "Bearer error=\"insufficient_scope\"",
             ),
             Rejection::SessionNotFound => (StatusCode::NOT_FOUND, self.to_string()).into_response(),
+            Rejection::SignIn(_) => {
+                let mut response = (StatusCode::UNAUTHORIZED, self.to_string()).into_response();
+                let headers = response.headers_mut();
+                headers.append(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(super::status::browser::BASIC_CHALLENGE),
+                );
+                headers.append(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                response
+            }
+            Rejection::CrossSite(_) | Rejection::NotForCaller(_) => {
+                (StatusCode::FORBIDDEN, self.to_string()).into_response()
+            }
             Rejection::Internal(what) => {
                 tracing::error!("request answered 500: {what}");
                 StatusCode::INTERNAL_SERVER_ERROR.into_response()

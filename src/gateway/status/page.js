@@ -1,0 +1,33 @@
+"use strict";
+// Approve and deny buttons: each POSTs the decision to the approvals API, with the credentials
+// the browser signed in with. What comes back is shown as text, never as markup.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-decision]");
+  if (!button) return;
+  const row = button.closest("tr");
+  const note = row.querySelector(".note");
+  const buttons = row.querySelectorAll("button");
+  const reason = row.querySelector("input[name=reason]");
+  const decision = { decision: button.dataset.decision };
+  if (reason && reason.value.trim() !== "") decision.reason = reason.value;
+  buttons.forEach((b) => { b.disabled = true; });
+  note.textContent = "sending…";
+  try {
+    const answer = await fetch(location.origin + "/approvals/" + encodeURIComponent(button.dataset.id), {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(decision),
+    });
+    if (answer.ok) {
+      row.dataset.decided = decision.decision;
+      note.textContent = decision.decision === "approve" ? "approved" : "denied";
+    } else {
+      note.textContent = "refused (" + answer.status + "): " + (await answer.text());
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  } catch (error) {
+    note.textContent = "not sent: " + error.message;
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+});
