@@ -45,14 +45,14 @@ struct Relayed {
 }
 
 /// One attempt in flight; dropping it ends it.
-pub struct Entered {
-    in_flight: Arc<InFlight>,
+pub struct Entered<'a> {
+    in_flight: &'a InFlight,
     slot: Option<u64>,
 }
 
 impl InFlight {
     /// Counts an attempt in flight until the returned guard is dropped.
-    pub fn enter(self: &Arc<Self>, relay: Option<&Arc<CallRelay>>) -> Entered {
+    pub fn enter(&self, relay: Option<&Arc<CallRelay>>) -> Entered<'_> {
         self.count.fetch_add(1, Ordering::AcqRel);
         let slot = relay.map(|relay| {
             let slot = self.next_slot.fetch_add(1, Ordering::Relaxed);
@@ -66,7 +66,7 @@ impl InFlight {
             slot
         });
         Entered {
-            in_flight: self.clone(),
+            in_flight: self,
             slot,
         }
     }
@@ -114,7 +114,7 @@ impl InFlight {
     }
 }
 
-impl Entered {
+impl Entered<'_> {
     /// The call went out through rmcp as request `id`.
     pub fn sent_as(&self, id: RequestId) {
         if let Some(slot) = self.slot
@@ -126,7 +126,7 @@ impl Entered {
     }
 }
 
-impl Drop for Entered {
+impl Drop for Entered<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot {
             self.in_flight.lock().remove(&slot);

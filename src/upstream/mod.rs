@@ -254,7 +254,7 @@ impl Upstream {
         route: Route,
         params: CallToolRequestParams,
         relay: Option<&Arc<relay::CallRelay>>,
-        entered: &inflight::Entered,
+        entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
             && let Forwarded::Answered(result) = forwarder.call(&params).await
@@ -286,7 +286,7 @@ impl Upstream {
         peer: &Peer<RoleClient>,
         params: CallToolRequestParams,
         relay: &Arc<relay::CallRelay>,
-        entered: &inflight::Entered,
+        entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer

@@ -255,8 +255,9 @@ pub fn not_relayed(method: &str) -> rmcp::ErrorData {
     rmcp::ErrorData::new(
         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
         format!(
-            "{method} is not relayed: it belongs to no client call the gateway can tell, so \
-             there is no client to ask"
+            "{method} is not relayed: no client that can answer it is behind this request (its \
+             call came by a path with no stream to the client, or the request belongs to no \
+             client call the gateway can tell)"
         ),
         None,
     )
