@@ -162,15 +162,15 @@ impl ClientHandler for UpstreamClient {
     }
 
     /// A message that came through rmcp (stdio, or an HTTP upstream's standalone stream) says
-    /// not which call it is about: it is the only call in flight's, if there is exactly one
-    /// (`inflight`), else the gateway's log.
+    /// not which call it is about: it is the only call in flight's, if there is exactly one, or
+    /// the call's that just ended (`inflight`), else the gateway's log.
     #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        match self.in_flight.only_one() {
+        match self.in_flight.owner_of_log() {
             Some(call) => call.client.log(params),
             None => relay::log_unrelated(&self.upstream, &params),
         }

@@ -10,12 +10,18 @@
 //!   when that call is the only one in flight on the upstream, whatever its path. With two or
 //!   more, the gateway cannot tell whose it is, and it is nobody's.
 //!
-//! Every attempt counts itself in flight ([`InFlight::enter`]: one atomic add, and a map entry
-//! only for calls that have a relay).
+//! Log messages may also come a little after the call's answer: an HTTP upstream's standalone
+//! stream is another connection than the call's, so a message sent just before the answer can
+//! arrive just after it. A call therefore stays the owner of such messages for [`LINGER`] after
+//! it ends, as long as no other call started or ended meanwhile (then they are nobody's).
+//!
+//! Every attempt counts itself in flight ([`InFlight::enter`]: two atomic operations, and a map
+//! entry only for calls that have a relay).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::model::RequestId;
 
@@ -31,7 +37,13 @@ pub struct InFlight {
     next_slot: AtomicU64,
     /// Told whenever a relayed call's request id becomes known.
     sent: tokio::sync::Notify,
+    /// Attempts started so far, relayed or not: a call that ended is the owner of late log
+    /// messages only while no other attempt has started since it did.
+    started: AtomicU64,
 }
+
+/// How long after its end a call still owns log messages that say not whose they are.
+pub const LINGER: Duration = Duration::from_millis(250);
 
 /// How long a request that names one of rmcp's outbound requests waits for that request's id
 /// to be noted: rmcp sends the request before it hands back the id, and a quick upstream can
@@ -42,6 +54,10 @@ struct Relayed {
     relay: Arc<CallRelay>,
     /// The id of the request rmcp sent for it, once known.
     request: Option<RequestId>,
+    /// The value of `started` once this attempt had started.
+    started: u64,
+    /// When it ended (it lingers, see [`LINGER`]).
+    ended: Option<Instant>,
 }
 
 /// One attempt in flight; dropping it ends it.
@@ -54,13 +70,18 @@ impl InFlight {
     /// Counts an attempt in flight until the returned guard is dropped.
     pub fn enter(&self, relay: Option<&Arc<CallRelay>>) -> Entered<'_> {
         self.count.fetch_add(1, Ordering::AcqRel);
+        let started = self.started.fetch_add(1, Ordering::AcqRel) + 1;
         let slot = relay.map(|relay| {
             let slot = self.next_slot.fetch_add(1, Ordering::Relaxed);
-            self.lock().insert(
+            let mut relayed = self.lock();
+            relayed.retain(|_, r| r.ended.is_none_or(|at| at.elapsed() < LINGER));
+            relayed.insert(
                 slot,
                 Relayed {
                     relay: relay.clone(),
                     request: None,
+                    started,
+                    ended: None,
                 },
             );
             slot
@@ -88,23 +109,44 @@ impl InFlight {
         }
     }
 
-    /// The relay of the call rmcp sent as request `id`.
+    /// The relay of the call rmcp sent as request `id`, while it is in flight.
     pub fn by_request(&self, id: &RequestId) -> Option<Arc<CallRelay>> {
         self.lock()
             .values()
-            .find(|r| r.request.as_ref() == Some(id))
+            .find(|r| r.ended.is_none() && r.request.as_ref() == Some(id))
             .map(|r| r.relay.clone())
     }
 
-    /// The relay of the only call in flight, if there is exactly one and it has a relay.
+    /// The relay of the only call in flight, if there is exactly one and it has a relay: whom a
+    /// request that says not whose it is belongs to.
     pub fn only_one(&self) -> Option<Arc<CallRelay>> {
         if self.count.load(Ordering::Acquire) != 1 {
             return None;
         }
         let relayed = self.lock();
-        let mut all = relayed.values();
-        match (all.next(), all.next()) {
+        let mut live = relayed.values().filter(|r| r.ended.is_none());
+        match (live.next(), live.next()) {
             (Some(only), None) => Some(only.relay.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whom a log message that says not whose it is belongs to: the only call in flight, or,
+    /// when none is, the last call to end if it ended within [`LINGER`] and was the last to
+    /// start.
+    pub fn owner_of_log(&self) -> Option<Arc<CallRelay>> {
+        match self.count.load(Ordering::Acquire) {
+            1 => self.only_one(),
+            0 => {
+                let started = self.started.load(Ordering::Acquire);
+                let relayed = self.lock();
+                relayed
+                    .values()
+                    .find(|r| {
+                        r.started == started && r.ended.is_some_and(|at| at.elapsed() < LINGER)
+                    })
+                    .map(|r| r.relay.clone())
+            }
             _ => None,
         }
     }
@@ -128,8 +170,10 @@ impl Entered<'_> {
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot {
-            self.in_flight.lock().remove(&slot);
+        if let Some(slot) = self.slot
+            && let Some(relayed) = self.in_flight.lock().get_mut(&slot)
+        {
+            relayed.ended = Some(Instant::now());
         }
         self.in_flight.count.fetch_sub(1, Ordering::AcqRel);
     }

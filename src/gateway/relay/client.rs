@@ -47,13 +47,25 @@ impl ClientRelay for ToClient {
     }
 
     fn log(&self, message: LoggingMessageNotificationParam) {
-        if let Some(sender) = &self.sender
-            && self
-                .level
-                .is_some_and(|level| severity(message.level) >= severity(level))
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        if self
+            .level
+            .is_none_or(|level| severity(message.level) < severity(level))
         {
-            let _ = sender.try_send(Relayed::Log(message));
+            return;
         }
+        if self.asker.ended.is_cancelled() {
+            // A message that came just after the answer (`upstream::inflight`): the session
+            // still gets it, as it would have from the upstream directly.
+            let peer = self.asker.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_logging_message(message).await;
+            });
+            return;
+        }
+        let _ = sender.try_send(Relayed::Log(message));
     }
 
     fn ask(&self, method: &str, params: serde_json::Value) -> Asked {
@@ -101,7 +113,7 @@ impl Relay {
             (None, None)
         } else {
             let (sender, receiver) = mpsc::channel(MAX_PENDING);
-            let sending = tokio::spawn(send_all(context.peer.clone(), receiver));
+            let sending = tokio::spawn(send_all(context.peer.clone(), receiver, ended.clone()));
             (Some(sender), Some(sending))
         };
         let call = CallRelay {
@@ -120,8 +132,9 @@ impl Relay {
         }
     }
 
-    /// Waits until every message of the call is sent (before its answer: the answer ends the
-    /// call's stream). The call must be over (its relay dropped by everyone else).
+    /// Waits until every message queued for the call is sent (before its answer: the answer
+    /// ends the call's stream). The call must be over; the relay may still be held a little
+    /// longer (`upstream::inflight` keeps it for late log messages), which does not hold this.
     pub async fn finish(self) {
         let Relay {
             call,
@@ -137,14 +150,40 @@ impl Relay {
     }
 }
 
-async fn send_all(peer: Peer<RoleServer>, mut receiver: mpsc::Receiver<Relayed>) {
-    while let Some(message) = receiver.recv().await {
-        let sent = match message {
-            Relayed::Progress(progress) => peer.notify_progress(progress).await,
-            Relayed::Log(message) => peer.notify_logging_message(message).await,
+/// Sends the queued messages in order until the call ends (`ended`), then what is still queued.
+async fn send_all(
+    peer: Peer<RoleServer>,
+    mut receiver: mpsc::Receiver<Relayed>,
+    ended: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            biased;
+            message = receiver.recv() => match message {
+                Some(message) => message,
+                None => return,
+            },
+            () = ended.cancelled() => {
+                while let Ok(message) = receiver.try_recv() {
+                    if send(&peer, message).await.is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
         };
-        if sent.is_err() {
+        if send(&peer, message).await.is_err() {
             return;
         }
+    }
+}
+
+async fn send(
+    peer: &Peer<RoleServer>,
+    message: Relayed,
+) -> Result<(), rmcp::service::ServiceError> {
+    match message {
+        Relayed::Progress(progress) => peer.notify_progress(progress).await,
+        Relayed::Log(message) => peer.notify_logging_message(message).await,
     }
 }
