@@ -9,7 +9,9 @@
 //!   back);
 //! - the client declared the capability at `initialize` (`sampling`, `elicitation` with the
 //!   request's mode, `roots`);
-//! - the call is still running (a request left unanswered when the call ends is an error).
+//! - the call is still running (a request left unanswered when the call ends is an error);
+//! - fewer than [`MAX_ASKING`] of the call's requests are waiting for the client (an upstream
+//!   must not flood a client's user through the gateway).
 //!
 //! An elicitation the user accepted is checked against the request's `requestedSchema` before
 //! it goes upstream: a client that answers outside it is an error upstream, as the tool's own
@@ -30,6 +32,9 @@ use tokio_util::sync::CancellationToken;
 use crate::contract::relay::RelayPolicy;
 use crate::upstream::relay::Asked;
 
+/// Requests of one call waiting for the client at once; more are refused.
+pub const MAX_ASKING: usize = 4;
+
 /// What the gateway needs to ask one call's client.
 pub struct Asker {
     pub peer: Peer<RoleServer>,
@@ -42,15 +47,24 @@ pub struct Asker {
     pub policy: RelayPolicy,
     /// Cancelled when the call has its answer.
     pub ended: CancellationToken,
+    /// A permit per request waiting for the client ([`MAX_ASKING`]).
+    pub asking: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Asker {
     /// Relays `method` with `params` to the client (see the module's documentation).
     pub fn ask(&self, method: &str, params: Value) -> Asked {
         let prepared = self.prepare(method, &params);
+        let permit = self.asking.clone().try_acquire_owned();
         let (peer, ended, method) = (self.peer.clone(), self.ended.clone(), method.to_string());
         Box::pin(async move {
             let request = prepared?;
+            let Ok(_permit) = permit else {
+                return Err(refused(
+                    &method,
+                    &format!("{MAX_ASKING} requests of this call already wait for the client"),
+                ));
+            };
             let answer = tokio::select! {
                 answer = peer.send_request(request) => answer,
                 () = ended.cancelled() => return Err(refused(&method, "the call ended before the client answered")),

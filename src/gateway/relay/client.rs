@@ -108,6 +108,7 @@ impl Relay {
             tool: called.tool,
             policy: called.policy,
             ended: ended.clone(),
+            asking: Arc::new(tokio::sync::Semaphore::new(super::asks::MAX_ASKING)),
         };
         let (sender, sending) = if progress_token.is_none() && level.is_none() {
             (None, None)
