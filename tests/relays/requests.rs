@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use crate::common::process::run;
-use crate::common::{Gateway, KEY, callers, demo_stdio_config, upstream::HttpUpstream};
+use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
+use crate::common::{Gateway, KEY, Raw, callers, demo_stdio_config, upstream::HttpUpstream};
 
 const CONTRACT: &str = "upstream: demo
 tools:
@@ -144,5 +145,40 @@ async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
             error && text.contains("outside the requestedSchema") && !text.contains("username"),
             "{over}: {all}"
         );
+    }
+}
+
+/// Proves: a stateless (2026-07-28) client is never asked, even one that names `sampling` in
+/// its capabilities: its call has no session to carry an answer back, so the upstream gets an
+/// error, on the direct path and on rmcp's (a call that asks for progress); over HTTP and stdio.
+#[tokio::test]
+async fn a_stateless_client_is_never_asked() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let over = if http.is_some() { "http" } else { "stdio" };
+        let raw = Raw::new(&gateway.url);
+        let headers = stateless_call_headers(KEY, "test_sampling");
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        for progress in [false, true] {
+            let mut body = stateless_call_body(json!(1), "test_sampling", json!({"prompt": "hi"}));
+            let meta = &mut body["params"]["_meta"];
+            meta["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
+            if progress {
+                meta["progressToken"] = json!("p-1");
+            }
+            let reply = raw.post(&headers, &body.to_string()).await;
+            let result = &reply.message()["result"];
+            assert_eq!(
+                result["isError"],
+                json!(true),
+                "{over}, progress {progress}: {reply:?}"
+            );
+            let text = result_text(result);
+            assert!(
+                text.contains("not relayed"),
+                "{over}, progress {progress}: {text}"
+            );
+        }
     }
 }
