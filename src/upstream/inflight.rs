@@ -13,7 +13,7 @@
 //! Log messages may also come a little after the call's answer: an HTTP upstream's standalone
 //! stream is another connection than the call's, so a message sent just before the answer can
 //! arrive just after it. A call therefore stays the owner of such messages for [`LINGER`] after
-//! it ends, as long as no other call started or ended meanwhile (then they are nobody's).
+//! it ends, as long as it was the last call to start (else they are nobody's).
 //!
 //! Every attempt counts itself in flight ([`InFlight::enter`]: two atomic operations, and a map
 //! entry only for calls that have a relay).
@@ -40,7 +40,12 @@ pub struct InFlight {
     /// Attempts started so far, relayed or not: a call that ended is the owner of late log
     /// messages only while no other attempt has started since it did.
     started: AtomicU64,
+    /// Relayed attempts that ended since the map was last pruned.
+    ended: AtomicUsize,
 }
+
+/// Ended entries from which they are pruned.
+const PRUNE_FROM: usize = 32;
 
 /// How long after its end a call still owns log messages that say not whose they are.
 pub const LINGER: Duration = Duration::from_millis(250);
@@ -74,7 +79,12 @@ impl InFlight {
         let slot = relay.map(|relay| {
             let slot = self.next_slot.fetch_add(1, Ordering::Relaxed);
             let mut relayed = self.lock();
-            relayed.retain(|_, r| r.ended.is_none_or(|at| at.elapsed() < LINGER));
+            // Ended entries go once a few have ended (some may outlive `LINGER`: they are
+            // ignored then), so that a call does not walk the map each time.
+            if self.ended.load(Ordering::Relaxed) >= PRUNE_FROM {
+                self.ended.store(0, Ordering::Relaxed);
+                relayed.retain(|_, r| r.ended.is_none_or(|at| at.elapsed() < LINGER));
+            }
             relayed.insert(
                 slot,
                 Relayed {
@@ -174,6 +184,7 @@ impl Drop for Entered<'_> {
             && let Some(relayed) = self.in_flight.lock().get_mut(&slot)
         {
             relayed.ended = Some(Instant::now());
+            self.in_flight.ended.fetch_add(1, Ordering::Relaxed);
         }
         self.in_flight.count.fetch_sub(1, Ordering::AcqRel);
     }
