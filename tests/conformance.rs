@@ -131,6 +131,40 @@ fn every_active_server_scenario_passes_against_the_demo_upstream() {
     );
 }
 
+/// Proves the gateway costs a client nothing the suite checks: through narrowgate (configured as
+/// `narrowgate init` scaffolds it, by `run.sh --through-gateway`), no scenario fails that passes
+/// directly against the same upstream. Fails when one does (before the relays of sampling,
+/// elicitation, roots and logging, six did), naming them.
+#[test]
+fn no_scenario_fails_only_through_the_gateway() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let results = dir.path().join("results.tsv");
+    let (code, output) = run_harness(&["--through-gateway"], &results);
+    let table = std::fs::read_to_string(&results).unwrap_or_default();
+    let only_through_gateway: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split('\t').collect();
+            (cells.get(1) == Some(&"pass") && cells.get(2) != Some(&"pass")).then(|| cells[0])
+        })
+        .collect();
+    assert!(
+        only_through_gateway.is_empty(),
+        "fail only through the gateway: {only_through_gateway:?}\n{output}"
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "run.sh --through-gateway failed; its output:\n{output}"
+    );
+    assert_eq!(
+        table.lines().skip(1).count(),
+        ACTIVE_SCENARIOS.len(),
+        "the scenarios run differ from the active set:\n{output}"
+    );
+}
+
 /// A client that forwards the resource updates and log messages it receives to channels.
 #[derive(Clone)]
 struct Listener {

@@ -14,3 +14,6 @@ mod notifications;
 
 #[path = "relays/logging.rs"]
 mod logging;
+
+#[path = "relays/requests.rs"]
+mod requests;

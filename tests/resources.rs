@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{BOB, Gateway, KEY, client, demo_stdio_config, hash_key, receipts_json};
+use common::{BOB, CAROL, Gateway, KEY, client, demo_stdio_config, hash_key, receipts_json};
 use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, ErrorData, GetPromptRequestParams,
     ReadResourceRequestParams, Reference,
@@ -13,12 +13,14 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
-/// alice may read `test://*` and get every prompt; bob may use tools only.
+/// alice may read `test://*` and get every prompt; bob may use tools only; carol may get
+/// prompts but read no resource.
 fn config() -> String {
     let callers = format!(
-        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    resources: ['test://*']\n    prompts: ['*']\n  - name: bob\n    api_key_sha256: {}\n    tools: ['*']\n",
+        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    resources: ['test://*']\n    prompts: ['*']\n  - name: bob\n    api_key_sha256: {}\n    tools: ['*']\n  - name: carol\n    api_key_sha256: {}\n    prompts: ['*']\n",
         hash_key(KEY),
-        hash_key(BOB)
+        hash_key(BOB),
+        hash_key(CAROL)
     );
     demo_stdio_config(&callers, "")
 }
@@ -187,7 +189,8 @@ async fn reads_are_declared_allowed_and_checked() {
 /// Proves prompts are got under the upstream's name with the contract's description; an
 /// argument outside its enum or pattern, an undeclared one, or a missing required one is
 /// refused with -32602 naming the argument but not its value; an unknown or forbidden prompt
-/// is "Unknown prompt"; an embedded resource the caller may not read is rejected.
+/// is "Unknown prompt"; a resource embedded under a declared URI the caller may not read is
+/// rejected, while one under a URI no contract declares is the prompt's own content.
 #[tokio::test]
 async fn prompts_are_declared_allowed_and_their_arguments_checked() {
     let gw = start();
@@ -238,15 +241,27 @@ async fn prompts_are_declared_allowed_and_their_arguments_checked() {
         ))
         .await
         .expect("an embedded resource alice may read");
+    alice
+        .get_prompt(get(
+            "embedded",
+            json!({"resourceUri": "test://example-resource"}),
+        ))
+        .await
+        .expect("a resource under no declared URI is the prompt's content");
+    let carol = client(&gw.url, CAROL).await;
     let e = protocol_error(
-        alice
+        carol
             .get_prompt(get(
                 "embedded",
-                json!({"resourceUri": "file:///etc/passwd"}),
+                json!({"resourceUri": "test://static-text"}),
             ))
             .await,
     );
-    assert!(e.message.contains("embeds a resource"), "{e:?}");
+    assert!(
+        e.message
+            .contains("embeds a declared resource the caller may not read"),
+        "{e:?}"
+    );
 
     let receipts = receipts_json(&gw.config_path(), &["--limit", "100"]);
     let mut greeting: Vec<&str> = receipts

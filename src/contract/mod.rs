@@ -9,6 +9,7 @@ pub mod enforce;
 pub mod keywords;
 pub mod narrow;
 pub mod publish;
+pub mod relay;
 pub mod resources;
 pub mod schema;
 pub mod when;
@@ -120,6 +121,10 @@ struct ToolContractFields {
     /// `message`; one that cannot be evaluated denies it too.
     #[serde(default)]
     when: Vec<when::WhenFields>,
+    /// Which requests the upstream may send to the calling client while the tool runs
+    /// (`sampling`, `elicitation`, `roots`; each `true` by default). A refused one gets a
+    /// JSON-RPC error upstream, never an answer.
+    relay: Option<relay::RelayPolicy>,
 }
 
 /// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
@@ -186,6 +191,8 @@ pub struct ToolContract {
     pub when: Vec<when::Precondition>,
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
+    /// The requests from the upstream relayed to the client during a call.
+    pub relay: relay::RelayPolicy,
 }
 
 impl std::fmt::Debug for ToolContract {
@@ -394,6 +401,12 @@ fn build(
         let when: Vec<Value> = f.when.iter().map(|w| json!([w.expr, w.message])).collect();
         fields.insert("when".into(), Value::Array(when));
     }
+    // Likewise only when written.
+    if let Some(policy) = &f.relay
+        && let Some(fields) = described.as_object_mut()
+    {
+        fields.insert("relay".into(), json!(policy));
+    }
     let digest = digest::sha256_of(&described);
     let when = when::compile(f.when)?;
     Ok(ToolContract {
@@ -419,6 +432,7 @@ fn build(
         pin: f.pin,
         when,
         digest,
+        relay: f.relay.unwrap_or_default(),
     })
 }
 

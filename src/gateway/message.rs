@@ -49,7 +49,10 @@ impl Message {
 #[derive(Clone, Debug)]
 pub enum Method {
     ToolsCall(ToolsCall),
-    /// The `protocolVersion` it asks for, if it names one.
+    /// The `protocolVersion` it asks for, if it names one and its client declares none of the
+    /// capabilities an upstream may ask of it (`sampling`, `elicitation`, `roots`): the session
+    /// of a client that does is never answered by the direct path, whose one JSON answer has no
+    /// stream to carry the upstream's requests to it (`relay::asks`).
     Initialize(Option<String>),
     /// Any other method, or none (a response).
     Other,
@@ -168,6 +171,29 @@ struct NameOnly {
 struct InitializeParams {
     #[serde(rename = "protocolVersion")]
     protocol_version: String,
+    #[serde(default)]
+    capabilities: Option<AskableCapabilities>,
+}
+
+/// The client capabilities an upstream's requests need (present or not).
+#[derive(Deserialize)]
+struct AskableCapabilities {
+    #[serde(default)]
+    sampling: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    elicitation: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    roots: Option<serde::de::IgnoredAny>,
+}
+
+impl InitializeParams {
+    /// The version the direct path may answer the session with (see [`Method::Initialize`]).
+    fn direct_version(self) -> Option<String> {
+        let askable = self
+            .capabilities
+            .is_some_and(|c| c.sampling.is_some() || c.elicitation.is_some() || c.roots.is_some());
+        (!askable).then_some(self.protocol_version)
+    }
 }
 
 impl Envelope<'_> {
@@ -181,7 +207,7 @@ impl Envelope<'_> {
             Some("initialize") => Method::Initialize(
                 params
                     .and_then(|p| serde_json::from_str::<InitializeParams>(p).ok())
-                    .map(|p| p.protocol_version),
+                    .and_then(InitializeParams::direct_version),
             ),
             _ => Method::Other,
         };
@@ -280,6 +306,18 @@ mod tests {
                 .and_then(Body::initialize_version),
             Some("2025-06-18")
         );
+        // A client an upstream may ask something of is never answered by the direct path.
+        for askable in ["sampling", "elicitation", "roots"] {
+            let asks = format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{"{askable}":{{}}}}}}}}"#
+            );
+            let parsed = Body::parse(asks.as_bytes(), Skip).ok();
+            assert_eq!(
+                parsed.as_ref().and_then(Body::initialize_version),
+                None,
+                "{askable}"
+            );
+        }
 
         assert!(matches!(Body::parse(b"42", Whole), Ok(Body::Other)));
         assert!(matches!(Body::parse(b"[1, 2]", Whole), Ok(Body::Other)));

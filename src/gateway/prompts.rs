@@ -3,8 +3,9 @@
 //! A caller sees and gets only the prompts a contract declares and its `prompts` globs allow; any
 //! other name gets the answer an unknown prompt gets (`-32602`). Arguments are checked against the
 //! contract before the upstream is asked (refusals name the argument, never its value); the
-//! messages are bounded like tool results, and a message may embed only resources the caller may
-//! read. Every get leaves a receipt, the prompt's name in place of the tool.
+//! messages are bounded like tool results, and a message may embed or link a declared resource
+//! only if the caller may read it (see `check_messages`). Every get leaves a receipt, the
+//! prompt's name in place of the tool.
 
 use std::time::{Instant, SystemTime};
 
@@ -160,8 +161,17 @@ impl Gateway {
         (Ok(result), Outcome::Ok)
     }
 
-    /// The messages fit in `max_result_bytes`, and every resource they embed or link is one
-    /// `caller` may read.
+    /// The messages fit in `max_result_bytes` (the prompt's own bound, as a tool result's), a
+    /// resource they link is one `caller` may read, and a resource they embed under a URI a
+    /// contract declares is one `caller` may read, within that resource's `mime_types`.
+    ///
+    /// A resource embedded under a URI no contract declares is the prompt's own content, checked
+    /// by the prompt's bounds like its text (a tool result's embedded resources are treated
+    /// alike): the upstream could put the same bytes in a text block, so refusing it by URI
+    /// would protect nothing, and which URIs a prompt embeds often depends on its arguments,
+    /// which the contract bounds (`enum`, `pattern`). A declared resource is the contract's to
+    /// guard wherever it appears: a caller who may not read it does not get it through a prompt.
+    /// A link invites a read, so it must point at something the caller may read.
     fn check_messages(&self, caller: &Caller, result: &GetPromptResult) -> Result<(), String> {
         let messages = serde_json::to_vec(&result.messages).map_err(|e| e.to_string())?;
         let max = self.config.max_result_bytes.0;
@@ -171,15 +181,39 @@ impl Gateway {
         for message in &result.messages {
             let message = serde_json::to_value(message).map_err(|e| e.to_string())?;
             let content = &message["content"];
-            let uri = match content.get("type").and_then(Value::as_str) {
-                Some("resource") => content["resource"]["uri"].as_str(),
-                Some("resource_link") => content["uri"].as_str(),
-                _ => continue,
-            };
-            if uri.is_none_or(|u| self.readable(caller, u).is_none()) {
-                return Err(
-                    "a message embeds a resource that is not declared for the caller".into(),
-                );
+            match content.get("type").and_then(Value::as_str) {
+                Some("resource") => {
+                    let resource = &content["resource"];
+                    let Some(uri) = resource["uri"].as_str() else {
+                        return Err("a message embeds a resource without a URI".into());
+                    };
+                    let Some(declared) = self.contracts.resource_for(uri) else {
+                        continue;
+                    };
+                    if self.readable(caller, uri).is_none() {
+                        return Err(
+                            "a message embeds a declared resource the caller may not read".into(),
+                        );
+                    }
+                    let mime = resource["mimeType"].as_str();
+                    if !declared.mime_types.is_empty()
+                        && mime.is_none_or(|m| !declared.mime_types.iter().any(|d| d == m))
+                    {
+                        return Err(
+                            "a message embeds a declared resource outside its mime_types".into(),
+                        );
+                    }
+                }
+                Some("resource_link")
+                    if content["uri"]
+                        .as_str()
+                        .is_none_or(|u| self.readable(caller, u).is_none()) =>
+                {
+                    return Err(
+                        "a message links a resource that is not declared for the caller".into(),
+                    );
+                }
+                _ => {}
             }
         }
         Ok(())

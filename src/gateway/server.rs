@@ -18,6 +18,7 @@ use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
 use super::request::Admitted;
+use crate::contract::relay::RelayPolicy;
 use crate::policy::Caller;
 use crate::telemetry::{self, Inbound};
 
@@ -386,8 +387,17 @@ impl ServerHandler for McpHandler {
         let gateway = &admitted_of(&context.extensions)?.gateway;
         // The upstream's progress and log messages reach this client, and its cancellation the
         // upstream (`relay::client`).
-        let level = session_of(&context).and_then(|s| gateway.log_levels.of(s));
-        let relay = super::relay::client::Relay::for_call(&context, level);
+        let session = session_of(&context);
+        let level = session.and_then(|s| gateway.log_levels.of(s));
+        let called = super::relay::client::Called {
+            policy: gateway
+                .catalog()
+                .exposed(&request.name)
+                .map_or(RelayPolicy::REFUSED, |tool| tool.contract.relay),
+            tool: request.name.to_string(),
+            in_session: session.is_some(),
+        };
+        let relay = super::relay::client::Relay::for_call(&context, level, called);
         let answer = crate::upstream::relay::with_relay(
             relay.call.clone(),
             Box::pin(answer_tools_call(gateway, request, inbound(&context))),

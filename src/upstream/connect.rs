@@ -18,6 +18,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 
 use super::forward::Forwarder;
+use super::inflight::InFlight;
 use super::relay::{self, ProgressRoutes};
 use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
@@ -32,12 +33,67 @@ pub struct UpstreamClient {
     pub upstream: String,
     /// Where progress for the gateway's tokens goes (`relay`).
     pub progress: Arc<ProgressRoutes>,
+    /// The calls in flight on this upstream: whose a request or log message is (`inflight`).
+    pub in_flight: Arc<InFlight>,
+}
+
+impl UpstreamClient {
+    /// The relay of the call a request rmcp received belongs to (`inflight`): the call whose
+    /// answer stream it came on, none if it came on a stream tied to no call, and the only call
+    /// in flight when the transport cannot tell (stdio).
+    async fn relay_of(
+        &self,
+        context: &rmcp::service::RequestContext<RoleClient>,
+    ) -> Option<Arc<relay::CallRelay>> {
+        match context
+            .extensions
+            .get::<rmcp::service::InboundStreamOrigin>()
+        {
+            Some(rmcp::service::InboundStreamOrigin::OutboundRequest(id)) => {
+                self.in_flight.of_request(id).await
+            }
+            Some(rmcp::service::InboundStreamOrigin::Unassociated) => None,
+            None => self.in_flight.only_one(),
+        }
+    }
+
+    /// Relays `method` to the client of the call it belongs to and reads the client's answer
+    /// as `T`.
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        context: &rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<T, rmcp::ErrorData> {
+        let answer = relay::ask(self.relay_of(context).await, method, params).await?;
+        serde_json::from_value(answer).map_err(|error| {
+            rmcp::ErrorData::internal_error(
+                format!("the client's answer to {method} is malformed: {error}"),
+                None,
+            )
+        })
+    }
+}
+
+/// The capabilities the gateway declares to upstreams: it relays sampling, elicitation (form
+/// and URL) and roots to the client whose call asks, when that client declared them too.
+fn declared_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}
+    }))
+    .unwrap_or_default()
+}
+
+/// `params` as JSON, for the gateway's side of a relay.
+fn json_of<T: serde::Serialize>(params: &T) -> Result<serde_json::Value, rmcp::ErrorData> {
+    serde_json::to_value(params)
+        .map_err(|error| rmcp::ErrorData::internal_error(error.to_string(), None))
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            declared_capabilities(),
             Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -62,24 +118,37 @@ impl ClientHandler for UpstreamClient {
         super::events::publish(super::events::ResourceEvent::PromptsListChanged);
     }
 
-    /// The gateway answers no `roots/list` of its own: an answer the gateway made up (rmcp's
-    /// default: no roots) would pass for the user's. A JSON-RPC error says it has none to give.
+    /// `roots/list` is the calling client's to answer (relayed); the gateway makes up none
+    /// (rmcp's default, no roots, would pass for the user's).
     #[allow(deprecated)] // roots/list: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams ask
     async fn list_roots(
         &self,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        Err(relay::not_relayed("roots/list"))
+        self.ask("roots/list", serde_json::json!({}), &context)
+            .await
     }
 
-    /// Nor an `elicitation/create` (rmcp's default declines, which the upstream would take for
-    /// the user's answer).
+    /// `elicitation/create` is the calling client's user's to answer (relayed; rmcp's default
+    /// declines, which the upstream would take for the user's answer).
     async fn create_elicitation(
         &self,
-        _request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        request: rmcp::model::ElicitRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        Err(relay::not_relayed("elicitation/create"))
+        self.ask("elicitation/create", json_of(&request)?, &context)
+            .await
+    }
+
+    /// `sampling/createMessage` is the calling client's model's to answer (relayed).
+    #[allow(deprecated)] // sampling: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams ask
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.ask("sampling/createMessage", json_of(&params)?, &context)
+            .await
     }
 
     /// Progress that came through rmcp (a stdio upstream, or a call rmcp sent): to the client
@@ -92,14 +161,19 @@ impl ClientHandler for UpstreamClient {
         self.progress.deliver(params);
     }
 
-    /// A message that came through rmcp is related to no call the gateway can tell: its log.
+    /// A message that came through rmcp (stdio, or an HTTP upstream's standalone stream) says
+    /// not which call it is about: it is the only call in flight's, if there is exactly one, or
+    /// the call's that just ended (`inflight`), else the gateway's log.
     #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        relay::log_unrelated(&self.upstream, &params);
+        match self.in_flight.owner_of_log() {
+            Some(call) => call.client.log(params),
+            None => relay::log_unrelated(&self.upstream, &params),
+        }
     }
 }
 

@@ -110,6 +110,9 @@ struct Incoming {
     result: Option<Box<RawValue>>,
     #[serde(default)]
     error: Option<ErrorData>,
+    /// A request's parameters (read only for the requests relayed to the client).
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
 }
 
 /// Sends `notifications/cancelled` for the call if it is dropped before its answer was read
@@ -349,6 +352,10 @@ impl Forwarder {
             }
         };
         match (message.method, message.id, message.result, message.error) {
+            (Some(method), Some(request), _, _) if relay::ASKS.contains(&method.as_str()) => {
+                self.relay_ask(session, request, method, message.params);
+                None
+            }
             (Some(method), Some(request), _, _) => {
                 self.reply(session, request, &method);
                 None
@@ -450,6 +457,50 @@ impl Forwarder {
         });
     }
 
+    /// Relays a request the upstream makes of the client on the call's answer stream to the
+    /// calling task's client (`relay::ask`: an error when the call has none, as on the direct
+    /// path) and posts the answer back, in the background and within the bounds of
+    /// [`Replies`] (the client's user may take a while: only the post holds a posting permit).
+    fn relay_ask(
+        &self,
+        session: &Arc<Session>,
+        request: RequestId,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) {
+        let Ok(waiting) = self.replies.waiting.clone().try_acquire_owned() else {
+            let unanswered = self.replies.unanswered.fetch_add(1, Ordering::Relaxed) + 1;
+            if unanswered % 1000 == 1 {
+                tracing::warn!(upstream = %self.upstream, unanswered, "the upstream sends more requests than the gateway answers: left unanswered");
+            }
+            return;
+        };
+        let params = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .unwrap_or_else(|| json!({}));
+        let call = relay::current();
+        let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
+        let (http, url, headers) = (self.http.clone(), self.url.clone(), session.headers.clone());
+        tokio::spawn(async move {
+            let _waiting = waiting;
+            let answer = match relay::ask(call, &method, params).await {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": request, "result": result}),
+                Err(error) => json!({"jsonrpc": "2.0", "id": request, "error": error}),
+            };
+            let Ok(_posting) = replies.posting.acquire().await else {
+                return;
+            };
+            let post = http
+                .post(url)
+                .headers(headers)
+                .timeout(NOTICE_TIMEOUT)
+                .body(answer.to_string());
+            if let Err(error) = post.send().await {
+                tracing::warn!(%upstream, %error, %method, "could not answer the upstream's request");
+            }
+        });
+    }
+
     /// A POST of `message` on `session`, bounded by [`NOTICE_TIMEOUT`].
     fn notice(&self, session: &Session, message: Value) -> reqwest::RequestBuilder {
         self.http
@@ -531,17 +582,11 @@ fn media_type(headers: &http::HeaderMap) -> Option<String> {
     )
 }
 
-/// The gateway's answer to a request from the upstream: `ping` answered, anything else a
-/// JSON-RPC error (the gateway never makes up an answer that would pass for the user's, such as
-/// no roots or a declined elicitation).
+/// The gateway's answer to a request from the upstream that is not relayed to a client
+/// (those are `relay_ask`'s): `ping` answered, anything else a JSON-RPC error.
 fn reply_to(request: RequestId, method: &str) -> Value {
     let (key, value) = match method {
         "ping" => ("result", json!({})),
-        "roots/list" | "elicitation/create" | "sampling/createMessage" => (
-            "error",
-            json!({ "code": -32601, "message": format!(
-                "{method} is not relayed: the gateway has no client to ask for this request") }),
-        ),
         _ => (
             "error",
             json!({ "code": -32601, "message": format!("Method not found: {method}") }),

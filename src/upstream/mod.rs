@@ -9,6 +9,7 @@ mod connect;
 mod events;
 mod forward;
 mod h1;
+mod inflight;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
@@ -124,6 +125,8 @@ pub struct Upstream {
     current: RwLock<Current>,
     /// Where progress for the gateway's tokens goes (`relay`), whichever connection brings it.
     progress: Arc<relay::ProgressRoutes>,
+    /// The calls in flight, to tell whose an upstream's request or log message is.
+    in_flight: Arc<inflight::InFlight>,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -156,6 +159,7 @@ impl Upstream {
                 tools: Arc::new(Vec::new()),
             }),
             progress: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -218,17 +222,19 @@ impl Upstream {
                     .set_progress_token(token.clone());
                 self.progress.route(token, r.clone())
             });
+        // In flight until the attempt ends: whose the upstream's requests and logs are.
+        let entered = self.in_flight.enter(relay.as_ref());
         let span = S::start(&self.name, &self.transport, attempt, &mut params);
         // Given up when the client cancels: dropping the call tells the upstream. Boxed: only
         // calls rmcp serves have a relay, and the direct path's future stays small.
         let result = match &relay {
-            None => tokio::time::timeout(timeout, self.send(route, params, None))
+            None => tokio::time::timeout(timeout, self.send(route, params, None, &entered))
                 .await
                 .unwrap_or(Err(CallError::Timeout(timeout))),
             Some(relay) => {
                 Box::pin(async {
                     tokio::select! {
-                        answered = tokio::time::timeout(timeout, self.send(route, params, Some(relay))) => {
+                        answered = tokio::time::timeout(timeout, self.send(route, params, Some(relay), &entered)) => {
                             answered.unwrap_or(Err(CallError::Timeout(timeout)))
                         }
                         () = relay.cancelled.cancelled() => Err(CallError::Cancelled),
@@ -248,14 +254,15 @@ impl Upstream {
         route: Route,
         params: CallToolRequestParams,
         relay: Option<&Arc<relay::CallRelay>>,
+        entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
             && let Forwarded::Answered(result) = forwarder.call(&params).await
         {
             return result;
         }
-        if let Some(relay) = relay.filter(|r| r.progress_token.is_some()) {
-            return Box::pin(self.send_with_progress(&route.peer, params, relay)).await;
+        if let Some(relay) = relay {
+            return Box::pin(self.send_relayed(&route.peer, params, relay, entered)).await;
         }
         // Boxed: rmcp's request future is large, and the forwarder answers most calls.
         match Box::pin(route.peer.call_tool(params)).await {
@@ -269,23 +276,28 @@ impl Upstream {
         }
     }
 
-    /// A call through rmcp whose progress goes to `relay`: rmcp gives the request a progress
-    /// token of its own, which is routed for as long as the call runs. A call given up on (the
-    /// client cancelled, or a timeout) is cancelled upstream, as rmcp's `call_tool` would.
-    async fn send_with_progress(
+    /// A call through rmcp with a client behind it (`relay`): rmcp gives the request a progress
+    /// token of its own, which is routed to the client for as long as the call runs when it
+    /// asked for progress, and the request's id is noted (`entered`) so that requests the
+    /// upstream sends on its answer stream reach the client. A call given up on (the client
+    /// cancelled, or a timeout) is cancelled upstream, as rmcp's `call_tool` would.
+    async fn send_relayed(
         &self,
         peer: &Peer<RoleClient>,
         params: CallToolRequestParams,
         relay: &Arc<relay::CallRelay>,
+        entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|_| CallError::ConnectionLost(self.name.clone()))?;
-        let _route = self
-            .progress
-            .route(handle.progress_token.clone(), relay.clone());
+        entered.sent_as(handle.id.clone());
+        let _route = relay.progress_token.is_some().then(|| {
+            self.progress
+                .route(handle.progress_token.clone(), relay.clone())
+        });
         let mut cancel = relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
         let answer = handle.await_response().await;
         cancel.answered();
@@ -364,6 +376,7 @@ impl Upstream {
                 tools_changed: tools_changed.clone(),
                 upstream: self.name.clone(),
                 progress: self.progress.clone(),
+                in_flight: self.in_flight.clone(),
             };
             let connected = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -486,6 +499,7 @@ pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Ve
                 tools_changed: Arc::new(Notify::new()),
                 upstream: upstream.name.clone(),
                 progress: Arc::default(),
+                in_flight: Arc::default(),
             },
         )
         .await
@@ -522,6 +536,7 @@ pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Of
                 tools_changed: Arc::new(Notify::new()),
                 upstream: upstream.name.clone(),
                 progress: upstream.progress.clone(),
+                in_flight: Arc::default(),
             },
         )
         .await

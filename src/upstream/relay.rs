@@ -8,7 +8,12 @@
 //! - passes `notifications/message` that arrive on the call's own answer stream to the client
 //!   (`ClientRelay::log`); others are the gateway's log only (see `log_unrelated`);
 //! - gives the call up when the client cancels it (`CallRelay::cancelled`), which sends the
-//!   upstream `notifications/cancelled`.
+//!   upstream `notifications/cancelled`;
+//! - passes the upstream's requests to the client (`sampling/createMessage`,
+//!   `elicitation/create`, `roots/list`: [`ASKS`]) to the client whose call they belong to
+//!   (`ClientRelay::ask`), and its answer back; a request that belongs to no call gets
+//!   [`not_relayed`]. Which call a message belongs to when it does not arrive on the call's own
+//!   stream is `inflight`'s to say.
 //!
 //! A call without a relay (the gateway's direct path, which has no stream to send them on) pays
 //! one task-local lookup.
@@ -27,12 +32,40 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
+/// The requests an upstream may make of the client whose call it serves.
+pub const ASKS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
+
+/// What a relayed request comes back with: the client's result, or the JSON-RPC error the
+/// upstream gets.
+pub type Asked = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<serde_json::Value, rmcp::ErrorData>> + Send>,
+>;
+
 /// The client's side of a relayed call, implemented by the gateway.
 pub trait ClientRelay: Send + Sync {
     /// The upstream reported progress (`progress_token` is already the client's own).
     fn progress(&self, progress: ProgressNotificationParam);
     /// The upstream logged a message about this call.
     fn log(&self, message: LoggingMessageNotificationParam);
+    /// The upstream asks the client `method` (one of [`ASKS`]) with `params`. By default
+    /// nothing is relayed: the upstream gets [`not_relayed`].
+    fn ask(&self, method: &str, params: serde_json::Value) -> Asked {
+        let _ = params;
+        let refused = not_relayed(method);
+        Box::pin(async move { Err(refused) })
+    }
+}
+
+/// Relays `method` to the client of `relay`, or refuses it when it belongs to no call.
+pub async fn ask(
+    relay: Option<Arc<CallRelay>>,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, rmcp::ErrorData> {
+    match relay {
+        Some(relay) => relay.client.ask(method, params).await,
+        None => Err(not_relayed(method)),
+    }
 }
 
 /// One client call's relay.
@@ -216,12 +249,50 @@ pub(super) async fn ask_for_every_log(
     }
 }
 
-/// The JSON-RPC error an upstream gets for a request to the client the gateway does not relay:
-/// never an answer the user did not give.
+/// The JSON-RPC error an upstream gets for a request to the client the gateway does not relay
+/// because it belongs to no client call: never an answer the user did not give.
 pub fn not_relayed(method: &str) -> rmcp::ErrorData {
     rmcp::ErrorData::new(
         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-        format!("{method} is not relayed: the gateway has no client to ask for this request"),
+        format!(
+            "{method} is not relayed: no client that can answer it is behind this request (its \
+             call came by a path with no stream to the client, or the request belongs to no \
+             client call the gateway can tell)"
+        ),
         None,
     )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    struct Silent;
+
+    impl ClientRelay for Silent {
+        fn progress(&self, _: ProgressNotificationParam) {}
+        fn log(&self, _: LoggingMessageNotificationParam) {}
+    }
+
+    /// A relay that sends nothing and relays no request.
+    pub(crate) fn silent_relay() -> Arc<CallRelay> {
+        Arc::new(CallRelay {
+            client: Arc::new(Silent),
+            progress_token: None,
+            cancelled: CancellationToken::new(),
+        })
+    }
+
+    /// Proves: a request that belongs to no call, or to a client relay that relays nothing, is
+    /// an error upstream (method not found), never a made-up answer.
+    #[tokio::test]
+    async fn a_request_of_no_call_is_refused() {
+        for relay in [None, Some(silent_relay())] {
+            let refused = ask(relay, "roots/list", serde_json::json!({}))
+                .await
+                .expect_err("refused");
+            assert_eq!(refused.code, rmcp::model::ErrorCode::METHOD_NOT_FOUND);
+            assert!(refused.message.contains("roots/list is not relayed"));
+        }
+    }
 }

@@ -134,3 +134,80 @@ async fn log_messages_reach_the_caller_at_its_level() {
     assert_eq!(levels, [&json!("info"), &json!("warning")], "{seen:?}");
     assert_eq!(seen[0]["params"]["data"], json!("step at info"));
 }
+
+/// Proves: a stdio upstream's log messages, which carry no relation to any call (one stream for
+/// everything), reach the session whose call is the only one in flight, at or above its level;
+/// all three of the demo's `test_tool_with_logging` messages, the last one sent just before the
+/// answer included. Fails without `upstream::inflight` (they went to the gateway's log only).
+#[tokio::test]
+async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
+    let contract = "upstream: demo\ntools:\n  test_tool_with_logging:\n    privilege: read\n    input: { type: object }\n";
+    let gateway = Gateway::start(
+        &crate::common::demo_stdio_config(&callers(&[]), ""),
+        &[("demo.yaml", contract)],
+    );
+    gateway.wait_tools_joined("demo", &["test_tool_with_logging"]);
+    let raw = Raw::new(&gateway.url);
+    let session = raw.open_session(Some(KEY), "2025-11-25").await;
+    let set = raw
+        .request(
+            Some(KEY),
+            &session,
+            "2025-11-25",
+            "logging/setLevel",
+            json!({"level": "info"}),
+        )
+        .await;
+    assert!(set.message()["result"].is_object(), "{set:?}");
+    let mut stream = reqwest::Client::new()
+        .get(&gateway.url)
+        .header("accept", "text/event-stream")
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(stream.status(), 200, "{stream:?}");
+    let call = json!({"name": "test_tool_with_logging", "arguments": {}});
+    let reply = raw
+        .request(Some(KEY), &session, "2025-11-25", "tools/call", call)
+        .await;
+    assert_eq!(
+        reply.message()["result"]["isError"],
+        json!(false),
+        "{reply:?}"
+    );
+    let on_call_stream = log_messages(&reply.body);
+    let mut seen = on_call_stream.clone();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.len() < 3 {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "log messages did not arrive; got {seen:?}\n{}",
+                    gateway.log()
+                )
+            })
+            .expect("stream readable")
+            .expect("stream open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        seen = on_call_stream
+            .iter()
+            .cloned()
+            .chain(log_messages(&text))
+            .collect();
+    }
+    let data: Vec<&Value> = seen.iter().map(|m| &m["params"]["data"]).collect();
+    assert_eq!(
+        data,
+        [
+            &json!("Tool execution started"),
+            &json!("Tool processing data"),
+            &json!("Tool execution completed")
+        ],
+        "{seen:?}"
+    );
+}

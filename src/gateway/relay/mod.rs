@@ -1,10 +1,11 @@
 //! What travels between a client and an upstream besides a tool's arguments and result: the
 //! request's `_meta` ([`meta`]), the protocol version a client is offered ([`version`]), the
 //! upstream's progress and log messages and the client's cancellation ([`client`], with the
-//! sessions' logging levels in [`levels`]).
+//! sessions' logging levels in [`levels`]), the upstream's requests of the client ([`asks`]).
 //! Each is decided here, in one place, so both entry paths (rmcp's handler and the direct path)
 //! apply the same rule.
 
+pub mod asks;
 pub mod client;
 pub mod levels;
 pub mod meta;

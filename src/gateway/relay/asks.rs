@@ -1,0 +1,244 @@
+//! Requests an upstream makes of the client whose call it serves (`sampling/createMessage`,
+//! `elicitation/create`, `roots/list`), relayed to that client on the call's own stream, and the
+//! client's answer back.
+//!
+//! A request is relayed only when all of these hold, else the upstream gets a JSON-RPC error
+//! naming the reason (never an answer the user did not give):
+//! - the tool's contract allows it (`relay:`, all allowed by default);
+//! - the call belongs to a session (a stateless request has no way to carry the client's answer
+//!   back);
+//! - the client declared the capability at `initialize` (`sampling`, `elicitation` with the
+//!   request's mode, `roots`);
+//! - the call is still running (a request left unanswered when the call ends is an error);
+//! - fewer than [`MAX_ASKING`] of the call's requests are waiting for the client (an upstream
+//!   must not flood a client's user through the gateway).
+//!
+//! An elicitation the user accepted is checked against the request's `requestedSchema` before
+//! it goes upstream: a client that answers outside it is an error upstream, as the tool's own
+//! arguments would be.
+
+// Sampling and roots are deprecated by SEP-2577 (2026-07-28); 2025 revisions have them.
+#![allow(deprecated)]
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
+    ErrorCode, ErrorData, GetExtensions, ListRootsRequest, RequestId, ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, Peer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::relay::RelayPolicy;
+use crate::upstream::relay::Asked;
+
+/// Requests of one call waiting for the client at once; more are refused.
+pub const MAX_ASKING: usize = 4;
+
+/// What the gateway needs to ask one call's client.
+pub struct Asker {
+    pub peer: Peer<RoleServer>,
+    /// The client's `tools/call`: requests ride its stream.
+    pub origin: RequestId,
+    /// Whether the call belongs to a session.
+    pub in_session: bool,
+    /// The exposed tool's name and its contract's `relay:`.
+    pub tool: String,
+    pub policy: RelayPolicy,
+    /// Cancelled when the call has its answer.
+    pub ended: CancellationToken,
+    /// A permit per request waiting for the client ([`MAX_ASKING`]).
+    pub asking: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Asker {
+    /// Relays `method` with `params` to the client (see the module's documentation).
+    pub fn ask(&self, method: &str, params: Value) -> Asked {
+        let prepared = self.prepare(method, &params);
+        let permit = self.asking.clone().try_acquire_owned();
+        let (peer, ended, method) = (self.peer.clone(), self.ended.clone(), method.to_string());
+        Box::pin(async move {
+            let request = prepared?;
+            let Ok(_permit) = permit else {
+                return Err(refused(
+                    &method,
+                    &format!("{MAX_ASKING} requests of this call already wait for the client"),
+                ));
+            };
+            let answer = tokio::select! {
+                answer = peer.send_request(request) => answer,
+                () = ended.cancelled() => return Err(refused(&method, "the call ended before the client answered")),
+            };
+            let answer = answer.map_err(|error| match error {
+                rmcp::service::ServiceError::McpError(error) => error,
+                other => refused(&method, &format!("the client did not answer: {other}")),
+            })?;
+            let answer = serde_json::to_value(&answer).map_err(|error| {
+                ErrorData::internal_error(format!("the client's answer to {method}: {error}"), None)
+            })?;
+            if method == "elicitation/create" {
+                check_elicitation(&params, &answer)?;
+            }
+            Ok(answer)
+        })
+    }
+
+    /// The request to send, or why it is refused.
+    fn prepare(&self, method: &str, params: &Value) -> Result<ServerRequest, ErrorData> {
+        if !self.policy.allows(method) {
+            return Err(refused(
+                method,
+                &format!("the contract of tool `{}` does not relay it", self.tool),
+            ));
+        }
+        if !self.in_session {
+            return Err(refused(
+                method,
+                "the client's call is stateless: there is no session to ask it on",
+            ));
+        }
+        let capabilities = self.peer.peer_info().map(|info| info.capabilities.clone());
+        let declared = |what: &str| {
+            capabilities
+                .as_ref()
+                .and_then(|c| serde_json::to_value(c).ok())
+                .is_some_and(|c| c.get(what).is_some_and(|v| !v.is_null()))
+        };
+        let malformed = |error: serde_json::Error| {
+            ErrorData::invalid_params(format!("{method} with malformed params: {error}"), None)
+        };
+        let mut request = match method {
+            "sampling/createMessage" if declared("sampling") => {
+                let params: CreateMessageRequestParams =
+                    serde_json::from_value(params.clone()).map_err(malformed)?;
+                ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params))
+            }
+            "elicitation/create" if declared("elicitation") => {
+                let params: ElicitRequestParams =
+                    serde_json::from_value(params.clone()).map_err(malformed)?;
+                if !elicitation_mode_declared(capabilities.as_ref(), &params) {
+                    return Err(not_declared(method, "elicitation in this mode"));
+                }
+                ServerRequest::ElicitRequest(ElicitRequest::new(params))
+            }
+            "roots/list" if declared("roots") => {
+                ServerRequest::ListRootsRequest(ListRootsRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                })
+            }
+            "sampling/createMessage" => return Err(not_declared(method, "sampling")),
+            "elicitation/create" => return Err(not_declared(method, "elicitation")),
+            "roots/list" => return Err(not_declared(method, "roots")),
+            _ => return Err(crate::upstream::relay::not_relayed(method)),
+        };
+        // On the call's own stream, not the session's standalone one.
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(self.origin.clone()));
+        Ok(request)
+    }
+}
+
+/// Whether the client declared the elicitation mode `params` uses: a bare `elicitation: {}` is
+/// form mode only; URL mode must be declared as `url`.
+fn elicitation_mode_declared(
+    capabilities: Option<&rmcp::model::ClientCapabilities>,
+    params: &ElicitRequestParams,
+) -> bool {
+    let Some(elicitation) = capabilities.and_then(|c| c.elicitation.as_ref()) else {
+        return false;
+    };
+    match params {
+        ElicitRequestParams::UrlElicitationParams { .. } => elicitation.url.is_some(),
+        _ => elicitation.form.is_some() || elicitation.url.is_none(),
+    }
+}
+
+/// An accepted form elicitation's `content` must satisfy the request's `requestedSchema`.
+fn check_elicitation(params: &Value, answer: &Value) -> Result<(), ErrorData> {
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        return Ok(());
+    }
+    let Some(schema) = params.get("requestedSchema") else {
+        // URL mode: nothing to check.
+        return Ok(());
+    };
+    let validator = crate::contract::schema::compile(schema).map_err(|error| {
+        ErrorData::invalid_params(
+            format!("elicitation/create with a requestedSchema that does not compile: {error}"),
+            None,
+        )
+    })?;
+    let content = answer
+        .get("content")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    match crate::contract::schema::first_violation(&validator, &content) {
+        None => Ok(()),
+        Some(violation) => Err(ErrorData::new(
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "the client's answer to elicitation/create is outside the requestedSchema: \
+                 {violation}"
+            ),
+            None,
+        )),
+    }
+}
+
+/// The error for a request refused for `why`.
+fn refused(method: &str, why: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("{method} is not relayed: {why}"),
+        None,
+    )
+}
+
+fn not_declared(method: &str, capability: &str) -> ErrorData {
+    refused(
+        method,
+        &format!("the calling client did not declare the {capability} capability"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn form() -> Value {
+        json!({"mode": "form", "message": "who?", "requestedSchema": {
+            "type": "object",
+            "properties": {"email": {"type": "string", "format": "email"}, "age": {"type": "integer", "minimum": 0}},
+            "required": ["email"]
+        }})
+    }
+
+    /// Proves: an accepted answer inside the requested schema passes; one missing a required
+    /// field, of the wrong type or format, is refused with the path and rule; a declined or
+    /// cancelled answer carries nothing to check.
+    #[test]
+    fn accepted_elicitations_are_checked_against_the_requested_schema() {
+        let ok = json!({"action": "accept", "content": {"email": "a@example.com", "age": 3}});
+        assert!(check_elicitation(&form(), &ok).is_ok());
+        for bad in [
+            json!({"action": "accept", "content": {"age": 3}}),
+            json!({"action": "accept", "content": {"email": "a@example.com", "age": -1}}),
+            json!({"action": "accept", "content": {"email": "not an address"}}),
+            json!({"action": "accept"}),
+        ] {
+            let error = check_elicitation(&form(), &bad).expect_err("outside the schema");
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+            assert!(
+                error.message.contains("requestedSchema"),
+                "{}",
+                error.message
+            );
+        }
+        for other in ["decline", "cancel"] {
+            assert!(check_elicitation(&form(), &json!({"action": other})).is_ok());
+        }
+    }
+}

@@ -1,0 +1,89 @@
+"""Calls tools through an MCP server (the gateway) with the official Python SDK `mcp` 2.x, as a client
+that answers the upstream's requests (sampling, elicitation, roots) or declares none of them.
+
+Run with .peers/py2/bin/python (mcp 2.3.0, installed by tests/setup-peers.sh):
+
+    py2_asks_client.py URL API_KEY CAPABILITIES CALLS_JSON
+
+CAPABILITIES is `all` (a sampling_callback, an elicitation_callback and a list_roots_callback, which the
+SDK then declares at `initialize`) or `none`. CALLS_JSON is a list of [tool, arguments]. The handshake is
+`initialize` at 2025-11-25 (a session, on which the gateway relays the upstream's requests).
+
+The elicitation callback accepts with {"username": "ada", "email": "ada@example.com"}, unless the request's
+message is "answer outside the schema": then it accepts with {"username": 5} (no email, a number for a
+string). Prints one JSON object: {"results": [{"tool", "is_error", "text"}...], "called": {"sampling": N,
+"elicitation": N, "roots": N}, "sampling_prompts": [...], "elicitation_messages": [...]}.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import httpx2
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+
+TIMEOUT = float(os.environ.get("PY_CLIENT_TIMEOUT", "20"))
+
+called = {"sampling": 0, "elicitation": 0, "roots": 0}
+sampling_prompts = []
+elicitation_messages = []
+
+
+async def sampling_callback(context, params):
+    called["sampling"] += 1
+    first = params.messages[0].content if params.messages else None
+    sampling_prompts.append(getattr(first, "text", None))
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="a sampled answer"), model="test-model"
+    )
+
+
+async def elicitation_callback(context, params):
+    called["elicitation"] += 1
+    elicitation_messages.append(params.message)
+    if params.message == "answer outside the schema":
+        return types.ElicitResult(action="accept", content={"username": 5})
+    return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+
+async def list_roots_callback(context):
+    called["roots"] += 1
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+
+async def main(url, key, capabilities, calls):
+    headers = {} if key == "-" else {"Authorization": f"Bearer {key}"}
+    callbacks = {}
+    if capabilities == "all":
+        callbacks = dict(
+            sampling_callback=sampling_callback,
+            elicitation_callback=elicitation_callback,
+            list_roots_callback=list_roots_callback,
+        )
+    results = []
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
+    async with http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT, **callbacks) as client:
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments)
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                results.append({"tool": tool, "is_error": bool(result.is_error), "text": text})
+    print(
+        json.dumps(
+            {
+                "results": results,
+                "called": called,
+                "sampling_prompts": sampling_prompts,
+                "elicitation_messages": elicitation_messages,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5 or sys.argv[3] not in ("all", "none"):
+        sys.exit("usage: py2_asks_client.py URL API_KEY all|none CALLS_JSON")
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))

@@ -1,0 +1,184 @@
+//! The upstream's requests to the client (`sampling/createMessage`, `elicitation/create`,
+//! `roots/list`) through the gateway, answered by the official Python SDK's callbacks
+//! (`tests/clients/py2_asks_client.py`), over both kinds of upstream connection: the forwarder,
+//! which reads the request on the call's own answer stream (HTTP), and rmcp's client, for which
+//! the request is the only call in flight's (stdio).
+
+use serde_json::{Value, json};
+
+use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
+use crate::common::process::run;
+use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
+use crate::common::{Gateway, KEY, Raw, callers, demo_stdio_config, upstream::HttpUpstream};
+
+const CONTRACT: &str = "upstream: demo
+tools:
+  test_sampling:
+    input: { type: object, properties: { prompt: { type: string } }, required: [prompt] }
+  test_elicitation:
+    input: { type: object, properties: { message: { type: string } }, required: [message] }
+  list_roots:
+    input: { type: object, additionalProperties: false }
+  sampling_refused:
+    upstream_tool: test_sampling
+    relay: { sampling: false }
+    input: { type: object, properties: { prompt: { type: string } }, required: [prompt] }
+";
+
+/// The gateway in front of the demo upstream over HTTP (`Some`) or stdio (`None`).
+fn gateway(http: Option<&HttpUpstream>) -> Gateway {
+    let config = match http {
+        Some(upstream) => format!(
+            "upstreams:\n  demo:\n    url: {}\n{}",
+            upstream.url,
+            callers(&[])
+        ),
+        None => demo_stdio_config(&callers(&[]), ""),
+    };
+    let gateway = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
+    gateway.wait_tools_joined("demo", &["test_sampling", "list_roots"]);
+    gateway
+}
+
+/// Runs the Python client with `capabilities` (`all` or `none`) and `calls`; what it printed.
+fn client(gateway: &Gateway, capabilities: &str, calls: Value) -> Value {
+    let ran = run(
+        std::process::Command::new(py2_python())
+            .arg(py_client_script("py2_asks_client.py"))
+            .args([&gateway.url, KEY, capabilities, &calls.to_string()])
+            .env("PY_CLIENT_TIMEOUT", "20"),
+        CLIENT_DEADLINE,
+    );
+    assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
+    ran.json()
+}
+
+/// The result of the `n`th call: whether it is a tool error, and its text.
+fn result(out: &Value, n: usize) -> (bool, String) {
+    let r = &out["results"][n];
+    (
+        r["is_error"].as_bool().unwrap_or(true),
+        r["text"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Proves: each of the upstream's three requests reaches the client whose call caused it, its
+/// callback runs exactly once, and its answer goes back upstream (the tools return what the
+/// callbacks answered); over HTTP and stdio. Fails without the relay (the gateway answered
+/// these requests with -32601 itself, and the tools returned errors).
+#[tokio::test]
+async fn a_clients_callbacks_answer_the_upstreams_requests_once_each() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let out = client(
+            &gateway,
+            "all",
+            json!([["test_sampling", {"prompt": "say hi"}],
+                   ["test_elicitation", {"message": "who are you?"}],
+                   ["list_roots", {}]]),
+        );
+        let over = if http.is_some() { "http" } else { "stdio" };
+        assert_eq!(
+            out["called"],
+            json!({"sampling": 1, "elicitation": 1, "roots": 1}),
+            "{over}: {out}"
+        );
+        assert_eq!(out["sampling_prompts"], json!(["say hi"]), "{over}: {out}");
+        assert_eq!(
+            out["elicitation_messages"],
+            json!(["who are you?"]),
+            "{over}: {out}"
+        );
+        let (error, text) = result(&out, 0);
+        assert!(!error && text.contains("a sampled answer"), "{over}: {out}");
+        let (error, text) = result(&out, 1);
+        assert!(!error && text.contains("ada@example.com"), "{over}: {out}");
+        let (error, text) = result(&out, 2);
+        assert!(
+            !error && text.contains("file:///work/project"),
+            "{over}: {out}"
+        );
+    }
+}
+
+/// Proves: the upstream gets a JSON-RPC error, never an answer, when the client declared no
+/// such capability, when the tool's contract refuses the relay (`relay: {sampling: false}`: the
+/// client's callback is not called), and when the user's accepted elicitation is outside the
+/// request's `requestedSchema` (the callback ran, its answer did not go upstream); over HTTP
+/// and stdio.
+#[tokio::test]
+async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let over = if http.is_some() { "http" } else { "stdio" };
+        let none = client(
+            &gateway,
+            "none",
+            json!([["test_sampling", {"prompt": "say hi"}],
+                   ["test_elicitation", {"message": "who are you?"}],
+                   ["list_roots", {}]]),
+        );
+        for n in 0..3 {
+            let (error, text) = result(&none, n);
+            assert!(error && text.contains("not relayed"), "{over}: {none}");
+        }
+        let all = client(
+            &gateway,
+            "all",
+            json!([["sampling_refused", {"prompt": "say hi"}],
+                   ["test_elicitation", {"message": "answer outside the schema"}]]),
+        );
+        assert_eq!(
+            all["called"],
+            json!({"sampling": 0, "elicitation": 1, "roots": 0}),
+            "{over}: {all}"
+        );
+        let (error, text) = result(&all, 0);
+        assert!(
+            error && text.contains("the contract of tool `sampling_refused` does not relay it"),
+            "{over}: {all}"
+        );
+        let (error, text) = result(&all, 1);
+        assert!(
+            error && text.contains("outside the requestedSchema") && !text.contains("username"),
+            "{over}: {all}"
+        );
+    }
+}
+
+/// Proves: a stateless (2026-07-28) client is never asked, even one that names `sampling` in
+/// its capabilities: its call has no session to carry an answer back, so the upstream gets an
+/// error, on the direct path and on rmcp's (a call that asks for progress); over HTTP and stdio.
+#[tokio::test]
+async fn a_stateless_client_is_never_asked() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let over = if http.is_some() { "http" } else { "stdio" };
+        let raw = Raw::new(&gateway.url);
+        let headers = stateless_call_headers(KEY, "test_sampling");
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        for progress in [false, true] {
+            let mut body = stateless_call_body(json!(1), "test_sampling", json!({"prompt": "hi"}));
+            let meta = &mut body["params"]["_meta"];
+            meta["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
+            if progress {
+                meta["progressToken"] = json!("p-1");
+            }
+            let reply = raw.post(&headers, &body.to_string()).await;
+            let result = &reply.message()["result"];
+            assert_eq!(
+                result["isError"],
+                json!(true),
+                "{over}, progress {progress}: {reply:?}"
+            );
+            let text = result_text(result);
+            assert!(
+                text.contains("not relayed"),
+                "{over}, progress {progress}: {text}"
+            );
+        }
+    }
+}
