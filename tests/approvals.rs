@@ -5,6 +5,8 @@
 //! and what receipts and `check` say of it.
 
 mod common;
+#[path = "approvals/shared.rs"]
+mod shared;
 
 use std::process::Command;
 use std::time::Duration;
@@ -174,8 +176,8 @@ fn last_receipt(gw: &Gateway, tool: &str) -> Value {
 
 /// Proves: an approver approves from the CLI (`approvals list`, then `approvals approve ID`)
 /// while the call waits; the call is then forwarded and answered, the list showed the arguments
-/// with `redact` paths masked, and the receipt records the approval's id, decision, approver and
-/// wait.
+/// with `redact` paths masked, and the receipt records the approval's id, decision, approver,
+/// the approver's reason and the wait.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approver_approves_from_the_cli_while_the_call_waits() {
     let gw = start();
@@ -202,6 +204,10 @@ async fn an_approver_approves_from_the_cli_while_the_call_waits() {
     assert_eq!(receipt["approval_id"], id.as_str());
     assert_eq!(receipt["approval_decision"], "approved");
     assert_eq!(receipt["approver"], "bob");
+    assert_eq!(
+        receipt["reason"],
+        format!("approval {id} was approved by bob: ticket 7")
+    );
     assert!(
         receipt["approval_wait_ms"].as_f64().unwrap_or(0.0) > 0.0,
         "{receipt}"

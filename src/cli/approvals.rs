@@ -159,31 +159,55 @@ pub fn run(args: ApprovalsArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One line per held call: id, caller, tool, age, and the (redacted) arguments.
+/// One line per held call, in aligned columns: id, caller, tool, age, state, and the arguments
+/// (masked at the contract's `redact` paths).
 fn print_list(answer: &Value) {
     let items = answer.as_array().map(Vec::as_slice).unwrap_or_default();
     if items.is_empty() {
         eprintln!("no calls are waiting for an approver");
         return;
     }
-    println!("ID                                    CALLER  TOOL  AGE  STATE  ARGUMENTS");
-    for item in items {
-        let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("-");
-        let age = item
-            .get("age_seconds")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0);
-        let arguments = item
-            .get("arguments")
-            .map(Value::to_string)
-            .unwrap_or_default();
-        println!(
-            "{}  {}  {}  {age:.0}s  {}  {arguments}",
-            text("id"),
-            text("caller"),
-            text("tool"),
-            text("state")
-        );
+    let header = ["ID", "CALLER", "TOOL", "AGE", "STATE", "ARGUMENTS"].map(String::from);
+    let rows: Vec<[String; 6]> = items
+        .iter()
+        .map(|item| {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("-")
+                    .to_string()
+            };
+            let age = item
+                .get("age_seconds")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
+            let arguments = item
+                .get("arguments")
+                .map(Value::to_string)
+                .unwrap_or_default();
+            [
+                text("id"),
+                text("caller"),
+                text("tool"),
+                format!("{age:.0}s"),
+                text("state"),
+                arguments,
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
     }
 }
 

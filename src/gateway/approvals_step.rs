@@ -50,8 +50,14 @@ pub struct Refused {
     pub reason: String,
 }
 
-/// The result of the step: forward (with what the receipt records), or refuse.
-pub type Approved = Result<ApprovalRecord, Box<Refused>>;
+/// A call the step lets through: what the receipt records, and the approver's reason if any.
+pub struct Granted {
+    pub record: ApprovalRecord,
+    pub reason: Option<String>,
+}
+
+/// The result of the step: forward, or refuse.
+pub type Approved = Result<Granted, Box<Refused>>;
 
 impl Gateway {
     /// Asks whoever the contract names to approve this call.
@@ -68,11 +74,14 @@ impl Gateway {
             redact(arguments, &contract.redact)
         };
         match contract.approval {
-            Approval::None => Ok(ApprovalRecord {
-                id: None,
-                decision: "none",
-                approver: None,
-                wait: std::time::Duration::ZERO,
+            Approval::None => Ok(Granted {
+                record: ApprovalRecord {
+                    id: None,
+                    decision: "none",
+                    approver: None,
+                    wait: std::time::Duration::ZERO,
+                },
+                reason: None,
             }),
             Approval::User => ask_user(reach.peer.as_ref(), contract, &shown).await,
             Approval::Approver => {
@@ -91,7 +100,7 @@ impl Gateway {
                     client_gone: reach.client_gone.as_ref(),
                 };
                 match self.approvals.wait(request).await {
-                    Verdict::Approved(record) => Ok(record),
+                    Verdict::Approved { record, reason } => Ok(Granted { record, reason }),
                     Verdict::Refused {
                         record,
                         message,
@@ -201,7 +210,10 @@ async fn ask_user(
             "narrowgate.approval.user",
             &[("approval.decision", "accepted".to_string())],
         );
-        return Ok(record("accepted", Some("user")));
+        return Ok(Granted {
+            record: record("accepted", Some("user")),
+            reason: None,
+        });
     }
     let decision = match answer.action {
         ElicitationAction::Cancel => "cancelled",

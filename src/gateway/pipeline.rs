@@ -201,10 +201,10 @@ impl Gateway {
         }
         // 2c. Approval (`approval: user | approver`, `approvals_step`): nothing is forwarded
         //     unless approved. Boxed: its future would otherwise sit in every call's future.
-        let approval = match contract.approval {
-            Approval::None => None,
+        let (approval, approved_because) = match contract.approval {
+            Approval::None => (None, None),
             _ => match Box::pin(self.approve(caller, contract, arguments, reach)).await {
-                Ok(record) => Some(Box::new(record)),
+                Ok(granted) => (Some(Box::new(granted.record)), granted.reason),
                 Err(refused) => {
                     return Executed {
                         reason: Some(refused.reason),
@@ -218,6 +218,8 @@ impl Gateway {
             .admitted(caller, tool, request, arguments, idempotency_key)
             .await;
         executed.approval = approval;
+        // The approver's reason, for the record (a refusal after approval keeps its own).
+        executed.reason = executed.reason.or(approved_because);
         executed
     }
 

@@ -109,8 +109,11 @@ pub enum DecideError {
 /// How a wait for an approver ended.
 #[derive(Debug)]
 pub enum Verdict {
-    /// Forward the call.
-    Approved(ApprovalRecord),
+    /// Forward the call; `reason` is the approver's, for the receipt.
+    Approved {
+        record: ApprovalRecord,
+        reason: Option<String>,
+    },
     /// Do not: the message is the tool error the client reads, the reason what the receipt says.
     Refused {
         record: ApprovalRecord,
@@ -373,7 +376,7 @@ fn verdict(
     record: impl Fn(&str, &'static str, Option<String>) -> ApprovalRecord,
 ) -> Verdict {
     match state {
-        State::Approved { approver, .. } => {
+        State::Approved { approver, reason } => {
             telemetry::event(
                 "narrowgate.approval.approved",
                 &[
@@ -381,7 +384,10 @@ fn verdict(
                     ("approval.approver", approver.clone()),
                 ],
             );
-            Verdict::Approved(record(id, "approved", Some(approver)))
+            Verdict::Approved {
+                reason: reason.map(|r| format!("approval {id} was approved by {approver}: {r}")),
+                record: record(id, "approved", Some(approver)),
+            }
         }
         State::Denied { approver, reason } => {
             telemetry::event(

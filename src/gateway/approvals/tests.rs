@@ -56,7 +56,10 @@ async fn a_decision_is_collected_once_by_the_same_call_only() {
     assert_eq!(refused.decision, "refused");
     assert!(message.contains("another call"), "{message}");
 
-    let Verdict::Approved(approved) = approvals.wait(request("a", None)).await else {
+    let Verdict::Approved {
+        record: approved, ..
+    } = approvals.wait(request("a", None)).await
+    else {
         panic!("the same call collects the approval")
     };
     assert_eq!(approved.approver.as_deref(), Some("bob"));
