@@ -117,9 +117,10 @@ pub struct Config {
     #[serde(default)]
     pub http: http_limits::HttpConfig,
     /// Who may decide the calls of tools with `approval: approver`: caller names (an API-key
-    /// caller's `name`, or an OAuth token's `caller_claim`) and `role:NAME` for every token
-    /// holding that role. They list and decide pending calls through `narrowgate approvals` or
-    /// `GET /approvals` and `POST /approvals/{id}`; nobody may decide their own call.
+    /// caller's `name`, or an OAuth token's `caller_claim`) and `role:NAME` for every caller
+    /// holding that role (its `roles`, or its token's `roles_claim`). They list and decide
+    /// pending calls through `narrowgate approvals` or `GET /approvals` and
+    /// `POST /approvals/{id}`; nobody may decide their own call.
     #[serde(default)]
     pub approvers: Vec<String>,
     /// The file this was read from (not a key of the file).

@@ -163,3 +163,37 @@ async fn postgresql_receipts_gain_the_approval_columns() {
         "{table}"
     );
 }
+
+/// Proves: with `state: redis://…` pointing where no Redis answers, a call of an
+/// `approval: approver` tool is refused at once without reaching the upstream (decision
+/// `unavailable`), and the approvals API answers 503: fail closed, never an unshared approval.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_redis_approver_calls_are_refused() {
+    let callers = callers(&[("bob", BOB, "[]")]);
+    let extra = format!(
+        "approvers: [bob]\nstate: redis://127.0.0.1:{}\n",
+        common::free_port()
+    );
+    let gw = Gateway::start(
+        &demo_stdio_config(&callers, &extra),
+        &[("demo.yaml", CONTRACTS)],
+    );
+    let result = call(
+        &gw.url,
+        KEY,
+        "refund",
+        json!({"order_id": "U-1", "amount": 1}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        result_text(&result).contains("the pending approvals cannot be reached"),
+        "{result}"
+    );
+    let receipt = last_receipt(&gw, "refund");
+    assert_eq!(receipt["outcome"], "denied");
+    assert_eq!(receipt["attempts"], 0);
+    assert_eq!(receipt["approval_decision"], "unavailable");
+    assert_eq!(list(&gw, BOB).await.0, 503);
+}
