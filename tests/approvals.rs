@@ -511,3 +511,48 @@ tools:
     );
     assert_eq!(ran.code, Some(0), "warnings are not problems: {report:#}");
 }
+
+/// Proves: the repository's example (`contracts/demo.yaml`'s `refund_order`) works as its docs
+/// say: a refund over 500 by a caller without the `finance` role is refused by its precondition
+/// at once, before anyone is asked (nothing is listed); the same refund by a `finance` caller is
+/// held for an approver, and approved, forwarded.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_refund_asks_its_precondition_first_then_an_approver() {
+    let example = std::fs::read_to_string(common::peers::repo_root().join("contracts/demo.yaml"))
+        .expect("contracts/demo.yaml");
+    let callers = format!(
+        "{}  - name: fin\n    api_key_sha256: {}\n    tools: ['*']\n    roles: [finance]\n",
+        callers(&[("bob", BOB, "[]")]),
+        common::hash_key(CAROL)
+    );
+    let gw = Gateway::start(
+        &demo_stdio_config(&callers, "approvers: [bob]\n"),
+        &[("demo.yaml", example.as_str())],
+    );
+    let large = json!({"order_id": "X-1", "amount": 900});
+    // Bounded: were the approval asked first, this call would wait for an approver.
+    let refused = tokio::time::timeout(
+        Duration::from_secs(20),
+        call(&gw.url, KEY, "refund_order", large.clone(), json!({})),
+    )
+    .await
+    .expect("the precondition answers at once, before any approval is asked");
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(
+        result_text(&refused),
+        "refunds over 500 need the finance role"
+    );
+    assert_eq!(list(&gw, BOB).await, (200, json!([])), "nobody was asked");
+    let receipt = last_receipt(&gw, "refund_order");
+    assert_eq!(receipt["approval_decision"], Value::Null, "{receipt}");
+
+    let url = gw.url.clone();
+    let waiting =
+        tokio::spawn(async move { call(&url, CAROL, "refund_order", large, json!({})).await });
+    let id = pending_id(&gw, "refund_order", "X-1").await;
+    let (status, _) = decide(&gw, Some(BOB), &id, json!({"decision": "approve"})).await;
+    assert_eq!(status, 200);
+    let result = waiting.await.expect("the call's task");
+    assert_eq!(result["structuredContent"]["refunded"], true, "{result}");
+    assert_eq!(last_receipt(&gw, "refund_order")["caller"], "fin");
+}
