@@ -31,9 +31,6 @@ struct Decision {
     reason: Option<String>,
 }
 
-/// The longest `reason` kept (it is shown to the caller in the tool error).
-const MAX_REASON_CHARS: usize = 500;
-
 /// `GET /approvals`: the pending approvals, oldest first.
 pub async fn list(State(live): State<Arc<Live>>, headers: HeaderMap) -> Response {
     let gateway = live.current();
@@ -69,13 +66,9 @@ pub async fn decide(
             );
         }
     };
-    let reason = decision
-        .reason
-        .map(|r| r.chars().take(MAX_REASON_CHARS).collect::<String>())
-        .filter(|r| !r.trim().is_empty());
     let decided = gateway
         .approvals
-        .decide(&id, &approver.name, decision.decision, reason)
+        .decide(&id, &approver.name, decision.decision, decision.reason)
         .await;
     match decided {
         Ok(decided) => Json(decided).into_response(),
@@ -91,8 +84,9 @@ pub async fn decide(
     }
 }
 
-/// The caller behind the request's credentials, if it is an approver.
-async fn approver(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> {
+/// The caller behind the request's credentials, if it is an approver; else the 401 or 403 to
+/// answer. Public for any other page that decides approvals.
+pub async fn approver(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> {
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

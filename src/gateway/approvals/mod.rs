@@ -33,6 +33,9 @@ use crate::telemetry;
 use memory::MemoryApprovals;
 use redis::RedisApprovals;
 
+/// The longest decision `reason` kept.
+pub const MAX_REASON_CHARS: usize = 500;
+
 /// What an approval is bound to: a decision is only ever used by a call with the same four.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Binding {
@@ -214,6 +217,10 @@ impl Approvals {
         decision: Decision,
         reason: Option<String>,
     ) -> Result<Listed, DecideError> {
+        // Bounded (the caller reads it in a denial) and dropped when blank.
+        let reason = reason
+            .map(|r| r.chars().take(MAX_REASON_CHARS).collect::<String>())
+            .filter(|r| !r.trim().is_empty());
         let decided = match &self.backend {
             Backend::Memory(m) => m.decide(id, approver, decision, reason),
             Backend::Redis(r) => r.decide(id, approver, decision, reason).await,

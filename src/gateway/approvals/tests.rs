@@ -113,3 +113,36 @@ async fn deciding_is_for_others_and_once() {
         Some(DecideError::AlreadyDecided(id.clone()))
     );
 }
+
+/// Proves: a decision's reason is kept to [`MAX_REASON_CHARS`] characters (it reaches the caller
+/// and the receipt), and a blank one is dropped.
+#[tokio::test]
+async fn reasons_are_bounded() {
+    let approvals = Approvals::default();
+    let gone = CancellationToken::new();
+    gone.cancel();
+    for arguments in ["long", "blank"] {
+        let _ = approvals
+            .wait(Request {
+                client_gone: Some(&gone),
+                ..request(arguments, None)
+            })
+            .await;
+    }
+    let listed = approvals.list().await.expect("listed");
+    let reasons = ["é".repeat(MAX_REASON_CHARS + 100), "  ".to_string()];
+    for (pending, reason) in listed.iter().zip(reasons) {
+        approvals
+            .decide(&pending.id, "bob", Decision::Deny, Some(reason))
+            .await
+            .expect("decided");
+    }
+    let Verdict::Refused { message, .. } = approvals.wait(request("long", None)).await else {
+        panic!("denied")
+    };
+    assert_eq!(message.matches('é').count(), MAX_REASON_CHARS, "{message}");
+    let Verdict::Refused { message, .. } = approvals.wait(request("blank", None)).await else {
+        panic!("denied")
+    };
+    assert!(message.ends_with("was denied by bob"), "{message}");
+}
