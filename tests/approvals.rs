@@ -5,8 +5,12 @@
 //! and what receipts and `check` say of it.
 
 mod common;
+#[allow(dead_code)] // the collector of tests/telemetry.rs; this file uses a part of it
+mod otel;
 #[path = "approvals/shared.rs"]
 mod shared;
+#[path = "approvals/spans.rs"]
+mod spans;
 
 use std::process::Command;
 use std::time::Duration;
