@@ -377,12 +377,11 @@ async fn the_page_works_in_headless_chromium() {
     assert!(shot.len() > 1000);
 }
 
-/// TO ENABLE WHEN APPROVALS ARE MERGED (add `#[tokio::test]`; check the config keys against the
-/// merged approvals). Proves: an approver signed in through the browser sees the pending call,
+/// Proves: an approver signed in through the browser sees the pending call,
 /// approves it from the page (the page's script POSTs to `/approvals/{id}` with the browser's
 /// credentials), the page shows it decided, the waiting call completes, and no console error
 /// happens.
-#[allow(dead_code)]
+#[tokio::test]
 async fn an_approval_is_decided_from_the_page() {
     let callers = format!(
         "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n\

@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use crate::config::{Config, LoadError, UpstreamTransport};
 use crate::contract::narrow::{Verdict, compare_output, narrow};
-use crate::contract::{ContractSet, ToolContract, digest};
+use crate::contract::{Approval, ContractSet, SideEffects, ToolContract, digest};
 use crate::gateway::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 
@@ -209,6 +209,28 @@ async fn contact(config: &Config) -> BTreeMap<String, Snapshot> {
     snapshots
 }
 
+/// Irreversible tools nobody approves, and approvals nobody can give.
+fn approval_warnings(config: &Config, contracts: &ContractSet, warnings: &mut Vec<String>) {
+    for (name, contract) in &contracts.tools {
+        let file = contract.file.display();
+        match contract.approval {
+            Approval::None if contract.side_effects == SideEffects::Irreversible => {
+                warnings.push(format!(
+                    "tool `{name}` ({file}) has irreversible side effects and `approval: none`: \
+                     every call takes effect at once (consider `approval: user` or `approver`)"
+                ));
+            }
+            Approval::Approver if config.approvers.is_empty() => {
+                warnings.push(format!(
+                    "tool `{name}` ({file}) has `approval: approver` but the configuration lists \
+                     no `approvers`: every call will time out"
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
 fn build_report(
     config: &Config,
     contracts: &ContractSet,
@@ -267,6 +289,7 @@ fn build_report(
             config.contracts.display()
         ));
     }
+    approval_warnings(config, contracts, &mut warnings);
     let catalog = snapshots.map(|s| Catalog::build(contracts, s));
     let mut tools = Vec::new();
     for (name, contract) in &contracts.tools {

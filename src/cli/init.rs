@@ -103,7 +103,8 @@ pub fn render(upstream: &str, tools: &[Tool]) -> Rendered {
          # It exposes every tool exactly as the upstream describes it. Before serving it, review\n\
          # each tool: delete the ones agents should not have, narrow `input` (enums, patterns,\n\
          # bounds, `additionalProperties: false`), declare or tighten `output`, check the guessed\n\
-         # privilege/side_effects/idempotent, and add `scopes`, `rate` and `redact` as needed.\n\
+         # privilege/side_effects/idempotent, and add `scopes`, `rate` and `redact` as needed,\n\
+         # and `approval` for irreversible tools (`check` warns of those without).\n\
          # Then run `narrowgate check`: every tool should be `narrower` with its pin matching.\n\
          upstream: {upstream}\n"
     );

@@ -1,5 +1,7 @@
-//! The command line: `serve`, `check`, `init`, `receipts`, `hash-key`, `schema` and `completions`.
+//! The command line: `serve`, `check`, `init`, `receipts`, `approvals`, `hash-key`, `schema` and
+//! `completions`.
 
+mod approvals;
 mod check;
 mod check_offer;
 mod init;
@@ -88,6 +90,11 @@ enum Command {
     ///
     /// Example: narrowgate receipts --outcome denied --since 1h --json
     Receipts(receipts::ReceiptsArgs),
+    /// List and decide the calls waiting for an approver (`approval: approver`).
+    ///
+    /// Talks to the running gateway's approvals API with an approver's key (NARROWGATE_API_KEY).
+    #[command(after_help = approvals::AFTER_HELP)]
+    Approvals(approvals::ApprovalsArgs),
     /// Print the SHA-256 of an API key, for `api_key_sha256`. Reads the key from stdin without KEY.
     ///
     /// Prints the lowercase hex digest to put in a caller's `api_key_sha256`. Without KEY the key
@@ -133,6 +140,7 @@ pub fn main() -> ExitCode {
         } => check::run(&config.config, offline, json),
         Command::Init { config, upstream } => init::run(&config.config, &upstream),
         Command::Receipts(args) => receipts::run(args),
+        Command::Approvals(args) => approvals::run(args),
         Command::HashKey { key } => hash_key(key),
         Command::Schema { file } => schema::print_schema(file),
         Command::Completions { shell } => schema::print_completions(shell, Cli::command()),

@@ -112,12 +112,31 @@ fn print_json(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     }
 }
 
+/// `approved by ops-lead after 12.3s (ID)`, or `-` for a call that needed no approval.
+fn approval_cell(r: &Receipt) -> String {
+    let Some(decision) = &r.approval_decision else {
+        return "-".to_string();
+    };
+    let mut cell = decision.clone();
+    if let Some(approver) = &r.approver {
+        cell.push_str(&format!(" by {approver}"));
+    }
+    if let Some(wait) = r.approval_wait_ms {
+        cell.push_str(&format!(" after {:.1}s", wait / 1000.0));
+    }
+    if let Some(id) = &r.approval_id {
+        cell.push_str(&format!(" ({id})"));
+    }
+    cell
+}
+
 fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     let header = [
-        "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "ID", "REASON",
+        "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "APPROVAL", "ID",
+        "REASON",
     ]
     .map(String::from);
-    let rows: Vec<[String; 9]> = receipts
+    let rows: Vec<[String; 10]> = receipts
         .iter()
         .map(|r| {
             let upstream = match (&r.upstream, &r.upstream_tool) {
@@ -137,6 +156,7 @@ fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
                 outcome,
                 r.attempts.to_string(),
                 format!("{:.1}", r.duration_ms),
+                approval_cell(r),
                 r.id.clone(),
                 // Last, being free text: why a call was refused (the precondition that denied it).
                 r.reason.clone().unwrap_or_else(|| "-".to_string()),

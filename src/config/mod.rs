@@ -116,6 +116,13 @@ pub struct Config {
     /// Over a limit the answer is 408 or 503 with `Retry-After`. See docs/configuration.md.
     #[serde(default)]
     pub http: http_limits::HttpConfig,
+    /// Who may decide the calls of tools with `approval: approver`: caller names (an API-key
+    /// caller's `name`, or an OAuth token's `caller_claim`) and `role:NAME` for every caller
+    /// holding that role (its `roles`, or its token's `roles_claim`). They list and decide
+    /// pending calls through `narrowgate approvals` or `GET /approvals` and
+    /// `POST /approvals/{id}`; nobody may decide their own call.
+    #[serde(default)]
+    pub approvers: Vec<String>,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -480,6 +487,20 @@ impl Config {
                     );
                 }
                 _ => {}
+            }
+        }
+        if self.path == "/approvals" || self.path.starts_with("/approvals/") {
+            return err(
+                "path",
+                "`/approvals` is the approvals API; serve MCP on another path".into(),
+            );
+        }
+        for (i, approver) in self.approvers.iter().enumerate() {
+            if approver.is_empty() || approver == "role:" {
+                return err(
+                    &format!("approvers.{i}"),
+                    "must be a caller name or `role:NAME`".into(),
+                );
             }
         }
         for origin in &self.allowed_origins {

@@ -125,6 +125,15 @@ struct ToolContractFields {
     /// (`sampling`, `elicitation`, `roots`; each `true` by default). A refused one gets a
     /// JSON-RPC error upstream, never an answer.
     relay: Option<relay::RelayPolicy>,
+    /// Who must approve each call before it is forwarded: `none` (the default), `user` (the
+    /// calling client's user, asked through MCP elicitation) or `approver` (a caller or role
+    /// listed in the configuration's `approvers`, through `narrowgate approvals` or
+    /// `/approvals`). A call that is not approved is never sent upstream.
+    #[serde(default)]
+    approval: Approval,
+    /// How long a call waits for an approver's decision (`approval: approver`) before it is
+    /// refused; an identical call sent again within it collects the decision. Default 5m.
+    approval_timeout: Option<ConfigDuration>,
 }
 
 /// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
@@ -152,6 +161,22 @@ pub enum Privilege {
     Write,
     Execute,
 }
+
+/// Who must approve a call before it is forwarded.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Calls are forwarded without asking anyone.
+    #[default]
+    None,
+    /// The calling client's user accepts each call (MCP elicitation).
+    User,
+    /// A configured approver accepts each call (`narrowgate approvals`, `/approvals`).
+    Approver,
+}
+
+/// How long a call waits for an approver when the contract does not say.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Whether a tool's effects can be undone.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
@@ -189,6 +214,10 @@ pub struct ToolContract {
     pub pin: Option<String>,
     /// Compiled `when` preconditions, in order (empty: none, and nothing to evaluate).
     pub when: Vec<when::Precondition>,
+    /// Who approves each call before it is forwarded.
+    pub approval: Approval,
+    /// How long a call waits for an approver (`approval: approver`).
+    pub approval_timeout: Duration,
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
     /// The requests from the upstream relayed to the client during a call.
@@ -385,6 +414,12 @@ fn build(
             );
         }
     }
+    if f.approval_timeout.is_some() && f.approval != Approval::Approver {
+        return err(
+            ".approval_timeout",
+            "applies only to `approval: approver` (a user's answer comes with the call)".into(),
+        );
+    }
     let mut described = json!({
         "name": name, "upstream": upstream, "upstream_tool": f.upstream_tool,
         "title": f.title, "description": f.description,
@@ -406,6 +441,16 @@ fn build(
         && let Some(fields) = described.as_object_mut()
     {
         fields.insert("relay".into(), json!(policy));
+    }
+    // Only when set, so that the digests of contracts without approval stay what they were.
+    if f.approval != Approval::None
+        && let Some(fields) = described.as_object_mut()
+    {
+        fields.insert("approval".into(), json!(f.approval));
+        fields.insert(
+            "approval_timeout".into(),
+            json!(f.approval_timeout.map(|d| d.0.as_millis() as u64)),
+        );
     }
     let digest = digest::sha256_of(&described);
     let when = when::compile(f.when)?;
@@ -431,6 +476,8 @@ fn build(
         redact: f.redact,
         pin: f.pin,
         when,
+        approval: f.approval,
+        approval_timeout: f.approval_timeout.map_or(DEFAULT_APPROVAL_TIMEOUT, |d| d.0),
         digest,
         relay: f.relay.unwrap_or_default(),
     })

@@ -177,11 +177,18 @@ impl DirectCall {
             message::Body::One(Message {
                 method: Method::ToolsCall(ToolsCall::Params(params)),
                 ..
-            }) => super::relay::wants_stream(
-                params.meta.as_ref(),
-                headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
-                &admitted.gateway.log_levels,
-            ),
+            }) => {
+                super::relay::wants_stream(
+                    params.meta.as_ref(),
+                    headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
+                    &admitted.gateway.log_levels,
+                )
+                // A user's approval is asked on the call's own stream, through rmcp's peer.
+                || (admitted.gateway.any_user_approval
+                    && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {
+                        tool.contract.approval == crate::contract::Approval::User
+                    }))
+            }
             _ => false,
         };
         let qualifies = !wants_stream
@@ -268,7 +275,7 @@ impl DirectCall {
                 .and_then(|a| a.caller.as_deref())
                 .map(|c| c.name.as_str()),
         };
-        let answer = answer_tools_call(gateway, params, inbound).await;
+        let answer = answer_tools_call(gateway, params, inbound, None).await;
         let (status, reply) = match answer {
             Ok(result) => {
                 // What rmcp's handler does to a result before it answers.
@@ -512,7 +519,7 @@ mod tests {
             protocol: None,
             caller: None,
         };
-        let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound);
+        let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound, None);
         let size = std::mem::size_of_val(&call);
         assert!(size <= 8 * 1024, "a tools/call future of {size} bytes");
     }

@@ -15,7 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -34,7 +34,7 @@ use super::request_ids::RequestIds;
 use super::server::McpHandler;
 use super::sessions::SessionOwners;
 use super::shared_sessions::{self, SharedSessions};
-use super::{direct, health, origin, status};
+use super::{approvals_http, direct, health, origin, status};
 use crate::policy::resource::{self, METADATA_PATH};
 use crate::policy::{AuthError, Caller};
 
@@ -106,9 +106,14 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         browser_layers,
         middleware::from_fn_with_state(layers, admit),
     );
+    // The approvals API sits with the page: its buttons post there with the browser's
+    // credentials, and an approver's CLI or script sends Bearer as usual.
     let browser_routes = Router::new()
         .route("/status", get(status::page))
-        .route_layer(browser_layers);
+        .route("/approvals", get(approvals_http::list))
+        .route("/approvals/{id}", post(approvals_http::decide))
+        .route_layer(browser_layers)
+        .with_state(live.clone());
     let mcp_routes = Router::new()
         .route_service(&config.path, mcp)
         .route_layer(stack);
@@ -158,13 +163,24 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
 /// yield and answers by waking another worker thread, two context switches per request for
 /// nothing (BENCHMARKS.md: 3.0 instead of 4.3 per call with one client).
 async fn admit(State(l): State<Layers>, mut request: Request, next: Next) -> Response {
-    request
-        .extensions_mut()
-        .insert(Admitted::new(l.live.current()));
-    match tokio::spawn(next.run(request)).await {
+    let mut admitted = Admitted::new(l.live.current());
+    // A call held for an approver stops waiting when its client goes away (this future is
+    // dropped with the connection; the spawned task is not), so that the same call sent again
+    // can collect the decision. Only when some tool waits for approvers: no cost otherwise.
+    let gone = admitted.gateway.any_approver.then(|| {
+        let token = tokio_util::sync::CancellationToken::new();
+        admitted.client_gone = Some(token.clone());
+        token.drop_guard()
+    });
+    request.extensions_mut().insert(admitted);
+    let answer = match tokio::spawn(next.run(request)).await {
         Ok(response) => response,
         Err(_) => Rejection::Internal("the request's task failed").into_response(),
+    };
+    if let Some(gone) = gone {
+        gone.disarm();
     }
+    answer
 }
 
 /// The request's admission (absent only if [`admit`] is missing from the stack).

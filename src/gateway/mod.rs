@@ -8,6 +8,9 @@
 //! and `direct` the gateway's own answer to plain `tools/call` requests, both running
 //! [`pipeline`], the life of one call. ARCHITECTURE.md at the repository's root walks through it.
 
+pub mod approvals;
+pub mod approvals_http;
+pub mod approvals_step;
 mod capacity;
 pub mod catalog;
 mod completion;
@@ -73,6 +76,14 @@ pub struct Gateway {
     pub resource: Option<Arc<ProtectedResource>>,
     /// Whether any contract requires scopes (else `tools/call` bodies are not inspected early).
     pub any_scopes: bool,
+    /// Calls held for approvers (`approval: approver`), shared by every version.
+    pub approvals: Arc<approvals::Approvals>,
+    /// Whether any contract has `approval: approver`: only then does the HTTP layer watch for
+    /// a client going away while its call waits.
+    pub any_approver: bool,
+    /// Whether any contract has `approval: user`: only then does the direct path look for
+    /// calls it must leave to rmcp (which can ask the client).
+    pub any_user_approval: bool,
     catalog: RwLock<Arc<Catalog>>,
     /// The logging level each client session set (`relay::levels`), kept across reloads.
     pub log_levels: Arc<relay::levels::LogLevels>,
@@ -137,6 +148,18 @@ impl Gateway {
             .unwrap_or_else(|| Arc::new(shared_sessions::SharedSessions::from_config(&config)));
         let resource = ProtectedResource::from_config(&config, &contracts).map(Arc::new);
         let any_scopes = contracts.tools.values().any(|t| !t.scopes.is_empty());
+        let any_approver = contracts
+            .tools
+            .values()
+            .any(|t| t.approval == crate::contract::Approval::Approver);
+        let any_user_approval = contracts
+            .tools
+            .values()
+            .any(|t| t.approval == crate::contract::Approval::User);
+        let approvals = previous
+            .map(|p| p.approvals.clone())
+            .filter(|a| a.serves(&state))
+            .unwrap_or_else(|| Arc::new(approvals::Approvals::from_config(&config)));
         let gateway = Gateway {
             config,
             contracts,
@@ -148,6 +171,9 @@ impl Gateway {
             dedupe,
             resource,
             any_scopes,
+            approvals,
+            any_approver,
+            any_user_approval,
             // Start from the previous catalog, so the rebuild below tells sessions only of a
             // real change in what they see.
             catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),

@@ -11,15 +11,16 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::Gateway;
+use super::approvals_step::Reach;
 use super::catalog::ExposedTool;
 use super::dedupe::{CallKey, Deduped, Recorded};
 use super::idempotency::{self, BadKey};
 use super::preconditions;
-use crate::contract::ToolContract;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
+use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
-use crate::receipts::{Call, Outcome};
+use crate::receipts::{ApprovalRecord, Call, Outcome};
 use crate::telemetry::{self, UpstreamAttempt};
 use crate::upstream::{CallError, Upstream};
 
@@ -39,6 +40,8 @@ pub struct Executed {
     pub replayed: bool,
     /// Why the call was refused, in words, for the receipt (the precondition that denied it).
     pub reason: Option<String>,
+    /// How its approval went, for a tool with `approval` (boxed: most calls have none).
+    pub approval: Option<Box<ApprovalRecord>>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -50,6 +53,7 @@ impl From<(Answer, Outcome)> for Executed {
             attempts: 0,
             replayed: false,
             reason: None,
+            approval: None,
         }
     }
 }
@@ -63,6 +67,7 @@ impl Gateway {
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
+        reach: &Reach,
     ) -> Answer {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -75,7 +80,14 @@ impl Gateway {
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let executed = self
-            .execute(caller, request, &arguments, protocol, idempotency_key)
+            .execute(
+                caller,
+                request,
+                &arguments,
+                protocol,
+                idempotency_key,
+                reach,
+            )
             .await;
         let call = Call {
             caller: &caller.name,
@@ -91,6 +103,7 @@ impl Gateway {
             duration: clock.elapsed(),
             // The trace of this request's SERVER span (or the client's, or a local id).
             trace_id: telemetry::trace_id(),
+            approval: executed.approval.as_deref(),
         };
         telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (docs/semantics.md). A receipt that cannot be
@@ -121,6 +134,7 @@ impl Gateway {
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: telemetry::trace_id(),
+            approval: None,
         };
         let _ = self.receipts.record(&call).await;
     }
@@ -134,6 +148,7 @@ impl Gateway {
         arguments: &Value,
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
+        reach: &Reach,
     ) -> Executed {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
@@ -173,8 +188,8 @@ impl Gateway {
             };
         }
 
-        // 2b. Admit: the tool's scopes (the HTTP layer already answers 403 for them; checked again
-        //     so no path skips them), then the rate limits. Nothing has reached the upstream yet.
+        // 2b. The tool's scopes (the HTTP layer already answers 403 for them; checked again so
+        //     no path skips them). Nothing has reached the upstream yet.
         let missing = caller.missing_scopes(&contract.scopes);
         if !missing.is_empty() {
             let message = format!(
@@ -184,6 +199,43 @@ impl Gateway {
             );
             return (Ok(tool_error(message)), Outcome::Denied).into();
         }
+        // 2c. Approval (`approval: user | approver`, `approvals_step`): nothing is forwarded
+        //     unless approved. Boxed: its future would otherwise sit in every call's future.
+        let (approval, approved_because) = match contract.approval {
+            Approval::None => (None, None),
+            _ => match Box::pin(self.approve(caller, contract, arguments, reach)).await {
+                Ok(granted) => (Some(Box::new(granted.record)), granted.reason),
+                Err(refused) => {
+                    return Executed {
+                        reason: Some(refused.reason),
+                        approval: Some(Box::new(refused.record)),
+                        ..(Ok(tool_error(refused.message)), Outcome::Denied).into()
+                    };
+                }
+            },
+        };
+        let mut executed = self
+            .admitted(caller, tool, request, arguments, idempotency_key)
+            .await;
+        executed.approval = approval;
+        // The approver's reason, for the record (a refusal after approval keeps its own).
+        executed.reason = executed.reason.or(approved_because);
+        executed
+    }
+
+    /// The rest of [`execute`](Self::execute) once a call is approved (or needs no approval):
+    /// the rate limits, then the upstream, at most once per key for `dedupe` tools and keyed
+    /// calls.
+    async fn admitted(
+        &self,
+        caller: &Caller,
+        tool: &ExposedTool,
+        request: CallToolRequestParams,
+        arguments: &Value,
+        idempotency_key: Option<String>,
+    ) -> Executed {
+        let contract = &tool.contract;
+        // 2d. The rate limits.
         if let Err(refusal) = self.limits.admit(caller, contract).await {
             return (Ok(refusal.into_result()), Outcome::RateLimited).into();
         }
@@ -302,6 +354,7 @@ impl Gateway {
             attempts,
             replayed: false,
             reason: None,
+            approval: None,
         };
         let result = match attempted.result {
             Ok(result) => result,
@@ -388,6 +441,7 @@ fn answered(deduped: Deduped<Executed>) -> Executed {
             attempts: 0,
             replayed: true,
             reason: None,
+            approval: None,
         },
         Deduped::NotRun(answer) => (
             Ok(answer.result),

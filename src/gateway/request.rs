@@ -23,6 +23,8 @@ pub struct Admitted {
     /// A POST's body, parsed by `check_body`. Dropped before the request goes to rmcp, which
     /// reads the bytes itself (so it is never cloned).
     pub body: Option<Body>,
+    /// Cancelled when the client goes away (set only when some tool waits for approvers).
+    pub client_gone: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Admitted {
@@ -31,6 +33,7 @@ impl Admitted {
             gateway,
             caller: None,
             body: None,
+            client_gone: None,
         }
     }
 

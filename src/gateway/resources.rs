@@ -112,6 +112,7 @@ impl Gateway {
             attempts: u32::from(!matches!(outcome, Outcome::Denied | Outcome::RejectedInput)),
             replayed: false,
             reason: None,
+            approval: None,
             started,
             duration: clock.elapsed(),
             trace_id: telemetry::trace_id(),

@@ -13,10 +13,11 @@ use rmcp::model::{
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
+use super::approvals_step::{APPROVAL_ID_META, Reach};
 use super::request::Admitted;
 use crate::contract::relay::RelayPolicy;
 use crate::policy::Caller;
@@ -400,7 +401,12 @@ impl ServerHandler for McpHandler {
         let relay = super::relay::client::Relay::for_call(&context, level, called);
         let answer = crate::upstream::relay::with_relay(
             relay.call.clone(),
-            Box::pin(answer_tools_call(gateway, request, inbound(&context))),
+            Box::pin(answer_tools_call(
+                gateway,
+                request,
+                inbound(&context),
+                Some(&context.peer),
+            )),
         )
         .await;
         relay.finish().await;
@@ -443,10 +449,12 @@ pub(super) async fn answer_tools_call(
     gateway: &Gateway,
     request: CallToolRequestParams,
     inbound: Inbound<'_>,
+    peer: Option<&Peer<RoleServer>>,
 ) -> Result<CallToolResult, ErrorData> {
     // Span names stay a bounded set: a name that is no exposed tool is the client's text.
-    let known = gateway.catalog().exposed(&request.name).is_some();
-    let tool = known.then(|| request.name.clone());
+    let catalog = gateway.catalog();
+    let exposed = catalog.exposed(&request.name);
+    let tool = exposed.is_some().then(|| request.name.clone());
     let caller = Admitted::of(inbound.parts)
         .ok_or_else(|| ErrorData::invalid_request("request was not admitted", None))
         .and_then(caller_of)
@@ -455,12 +463,26 @@ pub(super) async fn answer_tools_call(
     // The client's own `_meta` keys go upstream (`relay::meta`), bounded.
     let forwarded_meta = super::relay::meta::forwarded(inbound.meta);
     let idempotency_key = super::idempotency::key_of(inbound.meta);
+    // Only a tool that asks for approval reaches its client while it runs.
+    let reach = match exposed {
+        Some(t) if t.contract.approval != crate::contract::Approval::None => Reach {
+            peer: peer.cloned(),
+            client_gone: Admitted::of(inbound.parts).and_then(|a| a.client_gone.clone()),
+            approval_id: inbound
+                .meta
+                .get(APPROVAL_ID_META)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+        },
+        _ => Reach::default(),
+    };
+    drop(catalog);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut request = request;
         request.meta = forwarded_meta?;
         let mut result = gateway
-            .call_tool(&caller, request, protocol.as_ref(), idempotency_key)
+            .call_tool(&caller, request, protocol.as_ref(), idempotency_key, &reach)
             .await?;
         // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
         // require; rmcp strips it again for older clients.

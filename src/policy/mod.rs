@@ -44,6 +44,14 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Whether this caller is one of `approvers` (a caller name, or `role:NAME`).
+    pub fn is_approver(&self, approvers: &[String]) -> bool {
+        approvers.iter().any(|a| match a.strip_prefix("role:") {
+            Some(role) => self.roles.iter().any(|r| r == role),
+            None => *a == self.name,
+        })
+    }
+
     /// Whether this caller may see and call the exposed tool `tool`.
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.iter().any(|pattern| glob_match(pattern, tool))

@@ -150,6 +150,20 @@ impl Settings {
     }
 }
 
+/// How a call's approval went (`approval: user` or `approver`), for its receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    /// The pending approval's id (`approval: approver`); none for a user's approval.
+    pub id: Option<String>,
+    /// `approved`, `denied`, `timeout`, `abandoned` (the client went away while it waited) or,
+    /// for a user, `accepted`, `declined`, `cancelled`, `unsupported`.
+    pub decision: &'static str,
+    /// Who decided: the approver's caller name, or `user`.
+    pub approver: Option<String>,
+    /// How long the call waited for the decision.
+    pub wait: Duration,
+}
+
 /// What the pipeline knows about one finished `tools/call`.
 #[derive(Debug)]
 pub struct Call<'a> {
@@ -173,6 +187,8 @@ pub struct Call<'a> {
     /// Why the call was refused, when a rule of the gateway said so in words (the precondition
     /// that denied it: `precondition N: MESSAGE`).
     pub reason: Option<&'a str>,
+    /// How its approval went, for a tool that needs one.
+    pub approval: Option<&'a ApprovalRecord>,
 }
 
 /// One row of the receipts table, as written and as `narrowgate receipts --json` prints it.
@@ -199,6 +215,14 @@ pub struct Receipt {
     pub arguments: Option<Value>,
     /// Why the call was refused, when a rule said so in words (`precondition N: MESSAGE`).
     pub reason: Option<String>,
+    /// The pending approval's id (`approval: approver`).
+    pub approval_id: Option<String>,
+    /// How the approval ended (`approved`, `denied`, `timeout`, `accepted`, `declined`, …).
+    pub approval_decision: Option<String>,
+    /// Who decided: an approver's caller name, or `user`.
+    pub approver: Option<String>,
+    /// How long the call waited for its approval, in milliseconds.
+    pub approval_wait_ms: Option<f64>,
 }
 
 impl Receipt {
@@ -238,6 +262,10 @@ impl Receipt {
             trace_id: call.trace_id.clone(),
             arguments: (store_arguments && call.contract.is_some()).then(|| redacted.into_owned()),
             reason: call.reason.map(str::to_string),
+            approval_id: call.approval.and_then(|a| a.id.clone()),
+            approval_decision: call.approval.map(|a| a.decision.to_string()),
+            approver: call.approval.and_then(|a| a.approver.clone()),
+            approval_wait_ms: call.approval.map(|a| a.wait.as_micros() as f64 / 1000.0),
         }
     }
 }
@@ -323,6 +351,7 @@ mod tests {
             duration: Duration::ZERO,
             trace_id: None,
             reason: None,
+            approval: None,
         };
         let ids: Vec<String> = (0..1000).map(|_| Receipt::of(&call, false).id).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
@@ -359,6 +388,7 @@ mod tests {
             started: SystemTime::now(),
             duration: Duration::ZERO,
             trace_id: None,
+            approval: None,
         };
         let receipt = Receipt::of(&call, true);
         assert_eq!(receipt.arguments_digest, None);

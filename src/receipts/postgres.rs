@@ -22,7 +22,7 @@ use super::store::ReceiptError;
 use super::{Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `MIGRATIONS[v]` brings a database at version `v` to `v + 1` (0: no tables yet).
 pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -50,6 +50,11 @@ pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
      CREATE INDEX receipts_caller_id ON receipts (caller, id);",
     // 3: why a call was denied (the `when` precondition that refused it), as in SQLite.
     "ALTER TABLE receipts ADD COLUMN reason text;",
+    // 4: how a call's approval went (`approval: user | approver`), as in SQLite.
+    "ALTER TABLE receipts ADD COLUMN approval_id text;
+     ALTER TABLE receipts ADD COLUMN approval_decision text;
+     ALTER TABLE receipts ADD COLUMN approver text;
+     ALTER TABLE receipts ADD COLUMN approval_wait_ms double precision;",
 ];
 
 /// Held while migrating (`pg_advisory_xact_lock`): any fixed number unlikely to collide.
@@ -59,14 +64,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
     contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
-    reason) \
+    reason, approval_id, approval_decision, approver, approval_wait_ms) \
     SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
-    outcome, attempts, replayed, duration_ms, trace_id, arguments::jsonb, reason FROM unnest(\
+    outcome, attempts, replayed, duration_ms, trace_id, arguments::jsonb, reason, approval_id, \
+    approval_decision, approver, approval_wait_ms FROM unnest(\
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
     $8::text[], $9::text[], $10::int8[], $11::bool[], $12::float8[], $13::text[], $14::text[], \
-    $15::text[]) \
+    $15::text[], $16::text[], $17::text[], $18::text[], $19::float8[]) \
     AS t(id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
-    outcome, attempts, replayed, duration_ms, trace_id, arguments, reason) \
+    outcome, attempts, replayed, duration_ms, trace_id, arguments, reason, approval_id, \
+    approval_decision, approver, approval_wait_ms) \
     ON CONFLICT (id) DO NOTHING";
 
 /// `url` without its password, for messages and logs.
@@ -182,6 +189,10 @@ impl PgWriter {
         let arguments: Vec<Option<String>> =
             column(|r| r.arguments.as_ref().map(|a| a.to_string()));
         let reasons: Vec<Option<String>> = column(|r| r.reason.clone());
+        let approval_ids: Vec<Option<String>> = column(|r| r.approval_id.clone());
+        let decisions: Vec<Option<String>> = column(|r| r.approval_decision.clone());
+        let approvers: Vec<Option<String>> = column(|r| r.approver.clone());
+        let waits: Vec<Option<f64>> = receipts.iter().map(|r| r.approval_wait_ms).collect();
         let (client, insert) = self.client()?;
         let result = client.execute(
             &*insert,
@@ -201,6 +212,10 @@ impl PgWriter {
                 &traces,
                 &arguments,
                 &reasons,
+                &approval_ids,
+                &decisions,
+                &approvers,
+                &waits,
             ],
         );
         result.map(drop)
@@ -295,7 +310,7 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
         )
         .map_err(error)?
         .get(0);
-    match version {
+    let found = match version {
         None => return Err(ReceiptError::MissingPostgres { url: location }),
         Some(found) if found > SCHEMA_VERSION => {
             return Err(ReceiptError::NewerPostgresSchema {
@@ -303,8 +318,8 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
                 found,
             });
         }
-        Some(_) => {}
-    }
+        Some(found) => found,
+    };
     let mut conditions: Vec<String> = Vec::new();
     let mut texts: Vec<String> = Vec::new();
     let mut condition = |column: &str, op: &str, value: String| {
@@ -325,10 +340,17 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
         condition("id", ">=", id_floor(from));
         condition("time", ">=", format_utc_millis(from));
     }
-    let mut sql = String::from(
+    // A database no gateway of this version has migrated yet lacks the newer columns.
+    let reason = if found >= 3 { "reason" } else { "NULL::text" };
+    let approvals = if found >= 4 {
+        "approval_id, approval_decision, approver, approval_wait_ms"
+    } else {
+        "NULL::text, NULL::text, NULL::text, NULL::float8"
+    };
+    let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
          arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments::text, \
-         reason FROM receipts",
+         {reason}, {approvals} FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -368,6 +390,10 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
                     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
                 }),
                 reason: row.try_get(14)?,
+                approval_id: row.try_get(15)?,
+                approval_decision: row.try_get(16)?,
+                approver: row.try_get(17)?,
+                approval_wait_ms: row.try_get(18)?,
             })
         };
         receipts.push(read().map_err(error)?);

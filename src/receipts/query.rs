@@ -94,15 +94,21 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         conditions.push("time >= ?");
         values.push(SqlValue::Text(format_utc_millis(from)));
     }
-    // A database no gateway of this version has opened yet has no `reason` column (version 2).
+    // A database no gateway of this version has opened yet lacks the newer columns: `reason`
+    // (version 3) and the approval columns (version 4).
     let version: i64 = connection
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap_or(0);
     let reason = if version >= 3 { "reason" } else { "NULL" };
+    let approvals = if version >= 4 {
+        "approval_id, approval_decision, approver, approval_wait_ms"
+    } else {
+        "NULL, NULL, NULL, NULL"
+    };
     let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
-         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, {reason} \
-         FROM receipts",
+         arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, {reason}, \
+         {approvals} FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -143,6 +149,10 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
                 arguments: arguments.map(|text| {
                     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
                 }),
+                approval_id: row.get(15)?,
+                approval_decision: row.get(16)?,
+                approver: row.get(17)?,
+                approval_wait_ms: row.get(18)?,
             })
         })
         .map_err(read_err)?;

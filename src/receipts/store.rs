@@ -30,7 +30,7 @@ use super::{Call, Receipt, Settings};
 use backend::Backend;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
 /// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
@@ -52,25 +52,39 @@ CREATE TABLE IF NOT EXISTS receipts (
     duration_ms      REAL NOT NULL,
     trace_id         TEXT,
     arguments        TEXT,
-    reason           TEXT
+    reason           TEXT,
+    approval_id      TEXT,
+    approval_decision TEXT,
+    approver         TEXT,
+    approval_wait_ms REAL
 ) WITHOUT ROWID;
 ";
 
 /// From version 2: `reason` (why a call was denied, e.g. the precondition that was false).
 const ADD_REASON: &str = "ALTER TABLE receipts ADD COLUMN reason TEXT;";
 
+/// From version 3: the approval columns (version 4), NULL for the receipts written before.
+const ADD_APPROVALS: &str = "
+ALTER TABLE receipts ADD COLUMN approval_id TEXT;
+ALTER TABLE receipts ADD COLUMN approval_decision TEXT;
+ALTER TABLE receipts ADD COLUMN approver TEXT;
+ALTER TABLE receipts ADD COLUMN approval_wait_ms REAL;
+";
+
 /// From version 1 (a rowid table with indexes on `id` and `time`): the old table is renamed,
 /// [`SCHEMA`] creates the new one, then this copies the rows over and drops the old table.
 const COPY_FROM_1: &str = "
-INSERT INTO receipts SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
-    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, NULL
-    FROM receipts_v1;
+INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, contract_digest,
+    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments)
+SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
+    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments FROM receipts_v1;
 DROP TABLE receipts_v1;
 ";
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
     contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
-    reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    reason, approval_id, approval_decision, approver, approval_wait_ms) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 
 /// At most this many receipts per transaction, so one commit never holds callers for long.
 const MAX_BATCH: usize = 1024;
@@ -408,8 +422,11 @@ fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, ReceiptError
     if found == 2 {
         transaction.execute_batch(ADD_REASON).map_err(open_err)?;
     }
+    if found == 2 || found == 3 {
+        transaction.execute_batch(ADD_APPROVALS).map_err(open_err)?;
+    }
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
-    if found == 2 {
+    if found == 2 || found == 3 {
         tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
     }
     if found == 1 {
@@ -577,6 +594,10 @@ fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Resu
             r.trace_id,
             arguments,
             r.reason,
+            r.approval_id,
+            r.approval_decision,
+            r.approver,
+            r.approval_wait_ms,
         ])?;
     }
     Ok(())

@@ -79,7 +79,15 @@ async fn round_trip(upstream: Upstream) {
         assert_eq!(row["narrowing"]["verdict"], "narrower", "{row}");
         assert_eq!(row["pin"], "matches", "{row}");
     }
-    assert_eq!(report["warnings"], json!([]), "{report:#}");
+    // init guesses `side_effects: irreversible` for every tool not marked read-only, and `check`
+    // warns of those without `approval` for the operator to decide: any other warning fails.
+    let others: Vec<&Value> = report["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|w| !w.as_str().is_some_and(|w| w.contains("`approval: none`")))
+        .collect();
+    assert!(others.is_empty(), "{report:#}");
 
     let contracts = ContractSet::load_dir(&setup.dir.path().join("contracts")).expect("loads");
     let upstream_name: BTreeMap<String, String> = contracts

@@ -185,6 +185,22 @@ pub fn base_tools() -> Vec<Tool> {
             "required": ["meta"]
         }))),
         Tool::new(
+            "refund_order",
+            "Refunds `amount` of the order `order_id`, with an optional `note` (pretend: nothing is stored).",
+            object(json!({
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"},
+                    "note": {"type": "string"}},
+                "required": ["order_id", "amount"]
+            })),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"},
+                "refunded": {"type": "boolean"}},
+            "required": ["order_id", "amount", "refunded"]
+        }))),
+        Tool::new(
             "garbage",
             "Writes a line that is not JSON-RPC to stdout (stdio mode), then answers.",
             no_params(),

@@ -55,6 +55,13 @@ pub async fn call(
             )
         }),
         "garbage" => args.only(&[]).map(|()| garbage()),
+        "refund_order" => args.only(&["order_id", "amount", "note"]).and_then(|()| {
+            let order_id = args.string("order_id")?;
+            let amount = args.number("amount")?;
+            Ok(CallToolResult::structured(
+                json!({"order_id": order_id, "amount": amount, "refunded": true}),
+            ))
+        }),
         "list_roots" => match args.only(&[]) {
             Ok(()) => Ok(relay::list_roots(context).await),
             Err(error) => Err(error),

@@ -38,20 +38,33 @@ pub enum Pending {
     Unreadable(String),
 }
 
-/// The calls of `gateway` waiting for an approver.
-///
-/// Approvals are not part of this build: the panel says so. Once they are, this returns
-/// `NotConfigured` when `approvers` is empty, else the approvals store's list as
-/// `Pending::Waiting` (`Unreadable` with the store's error).
-pub async fn pending(_gateway: &Gateway) -> Pending {
-    Pending::NotConfigured
+/// The calls of `gateway` waiting for an approver: `NotConfigured` when `approvers` is empty,
+/// else the approvals store's list (`Unreadable` with the store's error).
+pub async fn pending(gateway: &Gateway) -> Pending {
+    if gateway.config.approvers.is_empty() {
+        return Pending::NotConfigured;
+    }
+    match gateway.approvals.list().await {
+        Ok(listed) => Pending::Waiting(
+            listed
+                .into_iter()
+                .map(|l| PendingView {
+                    id: l.id,
+                    caller: l.caller,
+                    tool: l.tool,
+                    arguments: l.arguments.to_string(),
+                    age_seconds: l.age_seconds,
+                    expires_in_seconds: l.expires_in_seconds,
+                    state: l.state.to_string(),
+                })
+                .collect(),
+        ),
+        Err(e) => Pending::Unreadable(e.to_string()),
+    }
 }
 
 /// Whether `caller` is one of `gateway`'s approvers (by name, or by `role:NAME`), who may see the
 /// status page and decide approvals from it.
-///
-/// No caller is, until approvals are part of the build (then: the approvals' own check of the
-/// configuration's `approvers`).
-pub fn is_approver(_caller: &Caller, _gateway: &Gateway) -> bool {
-    false
+pub fn is_approver(caller: &Caller, gateway: &Gateway) -> bool {
+    caller.is_approver(&gateway.config.approvers)
 }

@@ -45,6 +45,7 @@ fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
         duration: Duration::from_millis(3),
         trace_id: None,
         reason: None,
+        approval: None,
     }
 }
 
@@ -353,4 +354,59 @@ async fn a_version_2_database_gains_the_reason_column() {
     let after = crate::receipts::query::receipts(&path, &all).expect("query");
     let reasons: Vec<Option<&str>> = after.iter().map(|r| r.reason.as_deref()).collect();
     assert_eq!(reasons, [None, Some("precondition 0: no")]);
+}
+
+/// Proves: a version-3 database (with `reason`, without the approval columns) is read as it is by
+/// `narrowgate receipts`, then upgraded in place when the gateway opens it: its receipts are kept
+/// with empty approval fields, and new receipts record their approval.
+#[tokio::test]
+async fn a_version_3_database_gains_the_approval_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let old = Connection::open(&path).expect("open");
+    old.execute_batch(
+        "CREATE TABLE receipts (
+            id TEXT PRIMARY KEY NOT NULL, time TEXT NOT NULL, caller TEXT NOT NULL,
+            tool TEXT NOT NULL, upstream TEXT, upstream_tool TEXT, contract_digest TEXT,
+            arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL, attempts INTEGER NOT NULL,
+            replayed INTEGER NOT NULL, duration_ms REAL NOT NULL, trace_id TEXT, arguments TEXT,
+            reason TEXT) WITHOUT ROWID;
+         PRAGMA user_version = 3;",
+    )
+    .expect("version 3 schema");
+    let id = uuid::Uuid::now_v7().to_string();
+    let time = crate::receipts::format_utc_millis(crate::receipts::millis_ago(Duration::ZERO));
+    old.execute(
+        "INSERT INTO receipts VALUES (?1, ?2, 'alice', 'echo', 'demo', 'echo', NULL, 'abc', \
+         'denied', 0, 0, 1.5, NULL, NULL, 'precondition 0: no')",
+        params![id, time],
+    )
+    .expect("old receipt");
+    drop(old);
+    let all = crate::receipts::query::Filter::default();
+    let before = crate::receipts::query::receipts(&path, &all).expect("reads version 3");
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].reason.as_deref(), Some("precondition 0: no"));
+    assert_eq!(before[0].approval_decision, None);
+
+    let log = ReceiptLog::open(&settings(path.clone())).expect("upgraded");
+    let args = json!({});
+    let approval = crate::receipts::ApprovalRecord {
+        id: Some("ap-1".into()),
+        decision: "approved",
+        approver: Some("bob".into()),
+        wait: Duration::from_millis(1500),
+    };
+    let mut approved = call("refund", &args);
+    approved.approval = Some(&approval);
+    assert!(log.record(&approved).await.is_some());
+    let after = crate::receipts::query::receipts(&path, &all).expect("query version 4");
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0].id, id);
+    assert_eq!(after[0].reason.as_deref(), Some("precondition 0: no"));
+    assert_eq!(after[0].approver, None);
+    assert_eq!(after[1].approval_id.as_deref(), Some("ap-1"));
+    assert_eq!(after[1].approval_decision.as_deref(), Some("approved"));
+    assert_eq!(after[1].approver.as_deref(), Some("bob"));
+    assert_eq!(after[1].approval_wait_ms, Some(1500.0));
 }
