@@ -1,4 +1,5 @@
 //! Unit tests of the configuration's loading and checking.
+use super::validate::jwks_url_allowed;
 use super::*;
 
 fn parse(text: &str) -> Result<Config, LoadError> {
