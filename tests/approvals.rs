@@ -397,12 +397,18 @@ async fn a_decision_is_bound_to_its_arguments() {
     assert_eq!(same["structuredContent"]["amount"], 10);
 }
 
-/// Runs the Python SDK approval client: it calls `tool` and answers the elicitation with `answer`.
+/// Runs the Python SDK approval client: it calls `tool` and answers the elicitation with `answer`
+/// (in a 2025-11-25 session).
 fn python_call(gw: &Gateway, answer: &str, tool: &str, arguments: Value) -> Value {
+    python_call_in(gw, answer, tool, arguments, "legacy")
+}
+
+/// The same in the SDK's handshake `mode` (`auto`: 2026-07-28, the question through MRTR).
+fn python_call_in(gw: &Gateway, answer: &str, tool: &str, arguments: Value, mode: &str) -> Value {
     let ran = run(
         Command::new(py2_python())
             .arg(py_client_script("py2_approval_client.py"))
-            .args([&gw.url, KEY, answer, tool, &arguments.to_string()]),
+            .args([&gw.url, KEY, answer, tool, &arguments.to_string(), mode]),
         CLIENT_DEADLINE,
     );
     assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
@@ -460,8 +466,8 @@ async fn the_user_accepts_or_declines_through_elicitation() {
     );
 }
 
-/// Proves: a 2026-07-28 stateless call of an `approval: user` tool, which cannot carry the
-/// question, is refused (fail closed), never forwarded.
+/// Proves: a 2026-07-28 stateless call of an `approval: user` tool from a client that declared no
+/// elicitation is refused (fail closed), never forwarded, and its receipt says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stateless_call_cannot_ask_the_user_and_is_refused() {
     let gw = start();
@@ -477,6 +483,135 @@ async fn a_stateless_call_cannot_ask_the_user_and_is_refused() {
     let receipt = last_receipt(&gw, "refund_user");
     assert_eq!(receipt["outcome"], "denied");
     assert_eq!(receipt["attempts"], 0);
+}
+
+/// Proves: on 2026-07-28 (the Python SDK's default `auto` mode, no session) the user's approval
+/// travels as MRTR: the gateway answers with an `InputRequiredResult` carrying the question (the
+/// tool, its description, the arguments with `redact` paths masked), the SDK asks the user through
+/// its elicitation callback and sends the call again with the answer; accept forwards the call
+/// (one receipt, decision `accepted`), decline refuses it (decision `declined`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_user_approves_through_mrtr_on_2026_07_28() {
+    let gw = start();
+    let arguments = json!({"order_id": "SECRET-77", "amount": 12.5});
+    let accepted = python_call_in(&gw, "accept", "refund_user", arguments.clone(), "auto");
+    assert_eq!(accepted["protocol_version"], "2026-07-28", "{accepted}");
+    assert_eq!(accepted["is_error"], false, "{accepted}");
+    assert_eq!(
+        accepted["structured_content"]["refunded"], true,
+        "{accepted}"
+    );
+    let asked = accepted["elicitations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(asked.len(), 1, "asked once: {accepted}");
+    let message = asked[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("refund_user") && message.contains("12.5"),
+        "{message}"
+    );
+    assert!(!message.contains("SECRET-77"), "redacted: {message}");
+    let receipts = receipts_json(&gw.config_path(), &["--tool", "refund_user"]);
+    assert_eq!(
+        receipts.len(),
+        1,
+        "the asking round writes no receipt: {receipts:?}"
+    );
+    assert_eq!(receipts[0]["approval_decision"], "accepted", "{receipts:?}");
+    assert_eq!(receipts[0]["outcome"], "ok");
+
+    let declined = python_call_in(&gw, "decline", "refund_user", arguments, "auto");
+    assert_eq!(declined["is_error"], true, "{declined}");
+    assert_eq!(declined["elicitations"].as_array().map(Vec::len), Some(1));
+    let receipt = last_receipt(&gw, "refund_user");
+    assert_eq!(receipt["approval_decision"], "declined", "{receipt}");
+    assert_eq!(receipt["outcome"], "denied");
+    assert_eq!(receipt["attempts"], 0);
+}
+
+/// A stateless call from a client that declares elicitation, with `extra` merged into `params`
+/// (`inputResponses`, `requestState`): the JSON-RPC result.
+async fn mrtr_call(gw: &Gateway, arguments: Value, extra: Value) -> Value {
+    let mut body = stateless_call_body(json!(1), "refund_user", arguments);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {}});
+    if let (Some(params), Some(extra)) = (body["params"].as_object_mut(), extra.as_object()) {
+        params.extend(extra.clone());
+    }
+    let headers = stateless_call_headers(KEY, "refund_user");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let reply = Raw::new(&gw.url).post(&headers, &body.to_string()).await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    reply.message()["result"].clone()
+}
+
+/// Proves: the `requestState` of an MRTR question is the gateway's own and good for one answer to
+/// that very call: an answer with it is used once (a replay is refused), an answer with a made-up
+/// state, or with a state asked for other arguments, is refused; none of these reaches the
+/// upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mrtr_answer_counts_once_and_only_for_its_own_question() {
+    let gw = start();
+    let arguments = json!({"order_id": "M-1", "amount": 3});
+    let ask = || async { mrtr_call(&gw, arguments.clone(), json!({})).await };
+    let accept = json!({"narrowgate/approval": {"action": "accept", "content": {"approve": true}}});
+
+    let first = ask().await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let state = first["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    let question = &first["inputRequests"]["narrowgate/approval"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    let answered = mrtr_call(
+        &gw,
+        arguments.clone(),
+        json!({"inputResponses": accept, "requestState": state}),
+    )
+    .await;
+    assert_eq!(answered["isError"], false, "{answered}");
+    let replayed = mrtr_call(
+        &gw,
+        arguments.clone(),
+        json!({"inputResponses": accept, "requestState": state}),
+    )
+    .await;
+    assert_eq!(replayed["isError"], true, "used once: {replayed}");
+
+    let made_up = mrtr_call(
+        &gw,
+        arguments.clone(),
+        json!({"inputResponses": accept, "requestState": "0b7e2d4a-0000-4000-8000-000000000000"}),
+    )
+    .await;
+    assert_eq!(made_up["isError"], true, "{made_up}");
+
+    let other = ask().await;
+    let other_state = other["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    let for_other_arguments = mrtr_call(
+        &gw,
+        json!({"order_id": "M-1", "amount": 300}),
+        json!({"inputResponses": accept, "requestState": other_state}),
+    )
+    .await;
+    assert_eq!(
+        for_other_arguments["isError"], true,
+        "{for_other_arguments}"
+    );
+    let performed: Vec<Value> = receipts_json(&gw.config_path(), &["--tool", "refund_user"])
+        .into_iter()
+        .filter(|r| r["attempts"] != 0)
+        .collect();
+    assert_eq!(
+        performed.len(),
+        1,
+        "only the first answer reached the upstream: {performed:?}"
+    );
 }
 
 /// Proves: `check` warns of an irreversible tool without approval, and of approver tools when

@@ -28,7 +28,8 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, ErrorCode, ErrorData, ProtocolVersion, RequestId, ServerResult,
+    CallToolRequestParams, CallToolResponse, ErrorCode, ErrorData, ProtocolVersion, RequestId,
+    ServerResult,
 };
 use serde::Serialize;
 
@@ -275,7 +276,17 @@ impl DirectCall {
                 .and_then(|a| a.caller.as_deref())
                 .map(|c| c.name.as_str()),
         };
-        let answer = answer_tools_call(gateway, params, inbound, None).await;
+        // The direct path leaves tools that may ask their client (`approval: user`) to rmcp, so
+        // its answers are always complete.
+        let answer = answer_tools_call(gateway, params, inbound, None)
+            .await
+            .and_then(|answer| match answer {
+                CallToolResponse::Complete(result) => Ok(result),
+                _ => Err(ErrorData::internal_error(
+                    "the direct path got an answer it cannot send",
+                    None,
+                )),
+            });
         let (status, reply) = match answer {
             Ok(result) => {
                 // What rmcp's handler does to a result before it answers.

@@ -89,6 +89,12 @@ impl Gateway {
                 reach,
             )
             .await;
+        // A call answered with the user's approval question (MRTR) is not over: the call sent
+        // again with the answer writes the receipt.
+        if reach.mrtr.as_ref().is_some_and(|m| m.has_asked()) {
+            tracing::info!(caller = %caller.name, %tool, "tools/call: the user's approval asked (input required)");
+            return executed.answer;
+        }
         let call = Call {
             caller: &caller.name,
             tool: &tool,

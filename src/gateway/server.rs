@@ -6,18 +6,18 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
-    CompleteResult, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
-use super::approvals_step::{APPROVAL_ID_META, Reach};
+use super::approvals_step::{APPROVAL_ID_META, Mrtr, Reach};
 use super::request::Admitted;
 use crate::contract::relay::RelayPolicy;
 use crate::policy::Caller;
@@ -410,7 +410,7 @@ impl ServerHandler for McpHandler {
         )
         .await;
         relay.finish().await;
-        answer.map(Into::into)
+        answer
     }
 
     /// `logging/setLevel`: the session's own level (`relay::levels`); the upstreams send
@@ -450,7 +450,7 @@ pub(super) async fn answer_tools_call(
     request: CallToolRequestParams,
     inbound: Inbound<'_>,
     peer: Option<&Peer<RoleServer>>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     // Span names stay a bounded set: a name that is no exposed tool is the client's text.
     let catalog = gateway.catalog();
     let exposed = catalog.exposed(&request.name);
@@ -473,11 +473,25 @@ pub(super) async fn answer_tools_call(
                 .get(APPROVAL_ID_META)
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string),
+            // A 2026-07-28 request has no stream for a question: it travels as MRTR.
+            mrtr: (t.contract.approval == crate::contract::Approval::User
+                && protocol.as_ref().is_some_and(|v| !v.has_initialize()))
+            .then(|| {
+                Mrtr::new(
+                    inbound
+                        .meta
+                        .get("io.modelcontextprotocol/clientCapabilities")
+                        .and_then(|c| c.get("elicitation"))
+                        .is_some(),
+                    request.input_responses.clone(),
+                    request.request_state.clone(),
+                )
+            }),
         },
         _ => Reach::default(),
     };
     drop(catalog);
-    telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
+    let answer = telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
         let mut request = request;
         request.meta = forwarded_meta?;
@@ -489,7 +503,12 @@ pub(super) async fn answer_tools_call(
         result.result_type = Some(ResultType::COMPLETE);
         Ok(result)
     })
-    .await
+    .await;
+    // The user's approval asked through MRTR: the question is the answer.
+    match reach.mrtr.as_ref().and_then(Mrtr::take_asked) {
+        Some(asked) => Ok(CallToolResponse::InputRequired(asked)),
+        None => answer.map(CallToolResponse::Complete),
+    }
 }
 
 /// Declares the resources, prompts and completions capabilities when the version's contracts

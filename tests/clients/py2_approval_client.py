@@ -3,11 +3,13 @@ elicitation request (an `approval: user` tool) with ANSWER.
 
 Run with .peers/py2/bin/python (mcp 2.3.0, installed by tests/setup-peers.sh):
 
-    py2_approval_client.py URL API_KEY ANSWER TOOL ARGUMENTS_JSON
+    py2_approval_client.py URL API_KEY ANSWER TOOL ARGUMENTS_JSON [MODE]
 
 ANSWER   `accept` (action accept, content {"approve": true}), `decline`, `cancel`, or `none` (the client
          declares no elicitation capability)
-Uses the `initialize` handshake (2025-11-25): the elicitation request comes on the call's own stream.
+MODE     `legacy` (the default: the `initialize` handshake, 2025-11-25; the elicitation request comes on the
+         call's own stream) or `auto` (the SDK's default: 2026-07-28 where the server offers it; the question
+         comes as an InputRequiredResult, which the SDK answers through the same callback and sends again)
 
 Prints one JSON object: {"elicitations": [{"message", "requested_schema"}...], "is_error", "content": [text...],
 "structured_content"}, or {"exception": {"type", "message"}}.
@@ -23,7 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 
-async def main(url, key, answer, tool, arguments):
+async def main(url, key, answer, tool, arguments, mode):
     asked = []
 
     async def on_elicit(context, params):
@@ -45,9 +47,10 @@ async def main(url, key, answer, tool, arguments):
         transport = streamable_http_client(url, http_client=http)
         callback = None if answer == "none" else on_elicit
         try:
-            async with Client(transport, mode="legacy", read_timeout_seconds=30, elicitation_callback=callback) as c:
+            async with Client(transport, mode=mode, read_timeout_seconds=30, elicitation_callback=callback) as c:
                 result = await c.call_tool(tool, arguments)
                 out = {
+                    "protocol_version": c.protocol_version,
                     "is_error": bool(result.is_error),
                     "content": [b.text for b in result.content if getattr(b, "type", None) == "text"],
                     "structured_content": result.structured_content,
@@ -61,7 +64,8 @@ async def main(url, key, answer, tool, arguments):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5]))
+    mode = sys.argv[6] if len(sys.argv) == 7 else "legacy"
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), mode)

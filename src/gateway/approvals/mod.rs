@@ -19,6 +19,7 @@
 //! status page): [`Approvals::list`] and [`Approvals::decide`].
 
 mod memory;
+pub mod questions;
 mod redis;
 
 use std::time::{Duration, Instant};
@@ -161,6 +162,9 @@ enum Watcher {
 pub struct Approvals {
     backend: Backend,
     state: StateBackend,
+    /// The user approvals asked through MRTR, waiting for the client's answer
+    /// (`approval: user` on 2026-07-28 stateless requests).
+    pub questions: questions::Questions,
 }
 
 enum Backend {
@@ -185,6 +189,7 @@ impl Approvals {
         Approvals {
             backend,
             state: state.clone(),
+            questions: questions::Questions::new(state),
         }
     }
 
