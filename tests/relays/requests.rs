@@ -182,3 +182,55 @@ async fn a_stateless_client_is_never_asked() {
         }
     }
 }
+
+/// Proves: the same with the official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2,
+/// `tests/clients/ts_client.mjs`) as the client, over HTTP and stdio: its sampling, elicitation
+/// and roots handlers each run exactly once, with the upstream's own request, and what they
+/// answer is what the tools return.
+#[tokio::test]
+async fn a_typescript_clients_handlers_answer_the_upstreams_requests_once_each() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let options = json!({
+            "capabilities": {
+                "sampling": "a sampled answer from TypeScript",
+                "elicitation": {"action": "accept",
+                                "content": {"username": "grace", "email": "grace@example.com"}},
+                "roots": [{"uri": "file:///work/ts-project", "name": "ts-project"}]
+            },
+            "steps": [
+                {"op": "call", "name": "test_sampling", "arguments": {"prompt": "say hi"}},
+                {"op": "call", "name": "test_elicitation", "arguments": {"message": "who are you?"}},
+                {"op": "call", "name": "list_roots", "arguments": {}}
+            ]
+        });
+        let out = crate::common::peers::ts_client(&gateway.url, KEY, &options);
+        let over = if http.is_some() { "http" } else { "stdio" };
+        assert_eq!(
+            out["asked"],
+            json!({"sampling": 1, "elicitation": 1, "roots": 1}),
+            "{over}: {out}"
+        );
+        assert!(
+            out["requests"]["sampling"].to_string().contains("say hi"),
+            "{over}: {out}"
+        );
+        assert!(
+            out["requests"]["elicitation"]
+                .to_string()
+                .contains("who are you?"),
+            "{over}: {out}"
+        );
+        let text = |n: usize| out["results"][n]["content"].to_string();
+        for n in 0..3 {
+            assert_eq!(out["results"][n]["is_error"], false, "{over}: {out}");
+        }
+        assert!(
+            text(0).contains("a sampled answer from TypeScript"),
+            "{over}: {out}"
+        );
+        assert!(text(1).contains("grace@example.com"), "{over}: {out}");
+        assert!(text(2).contains("file:///work/ts-project"), "{over}: {out}");
+    }
+}
