@@ -467,3 +467,116 @@ fn check_reports_resources_and_warns_of_undeclared_links() {
     assert!(warnings.contains("test://undeclared-thing"), "{warnings}");
     assert!(!warnings.contains("`test://static-text`"), "{warnings}");
 }
+
+/// Proves: the MCP Inspector CLI (2.12.0) through the gateway lists only the declared resources
+/// and prompts with the contracts' texts, reads a declared resource and gets a declared prompt
+/// with in-contract arguments, and fails (never the upstream's answer) for a resource it may not
+/// read, a prompt argument outside its `enum`, and a resource no contract declares.
+#[test]
+fn the_mcp_inspector_reads_resources_and_gets_prompts_through_the_gateway() {
+    use common::peers::{CLIENT_DEADLINE, node_bin};
+    use common::process::run;
+    let gw = start();
+    let home = tempfile::tempdir().expect("tempdir");
+    let inspector = |key: &str, args: &[&str]| {
+        let mut cmd = std::process::Command::new(node_bin("mcp-inspector"));
+        cmd.env("HOME", home.path())
+            .args(["--cli", &gw.url, "--format", "json", "--stored-auth-only"])
+            .args(["--header", &format!("Authorization: Bearer {key}")])
+            .args(args);
+        run(&mut cmd, CLIENT_DEADLINE)
+    };
+
+    let listed = inspector(KEY, &["--method", "resources/list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let listed = listed.json();
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert!(uris.contains(&"test://static-text"), "{listed}");
+    assert!(
+        uris.iter().all(|u| u.starts_with("test://static-")),
+        "{listed}"
+    );
+    assert!(
+        listed.to_string().contains("Static text, as declared"),
+        "{listed}"
+    );
+
+    let read = inspector(
+        KEY,
+        &["--method", "resources/read", "--uri", "test://static-text"],
+    );
+    assert_eq!(read.code, Some(0), "{}\n{}", read.stderr, gw.log());
+    let contents = &read.json()["result"]["contents"][0];
+    assert_eq!(contents["uri"], "test://static-text", "{contents}");
+    assert!(
+        contents["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{contents}"
+    );
+
+    let prompts = inspector(KEY, &["--method", "prompts/list"]);
+    assert_eq!(prompts.code, Some(0), "{}", prompts.stderr);
+    let prompts = prompts.json();
+    assert!(
+        prompts.to_string().contains("A greeting, as declared"),
+        "{prompts}"
+    );
+    assert!(
+        !prompts.to_string().contains("test_prompt_with_arguments"),
+        "{prompts}"
+    );
+
+    let greeting = inspector(
+        KEY,
+        &[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "greeting",
+            "--prompt-args",
+            "arg1=park",
+            "arg2=joe",
+        ],
+    );
+    assert_eq!(greeting.code, Some(0), "{}\n{}", greeting.stderr, gw.log());
+    let messages = greeting.json()["result"]["messages"].to_string();
+    assert!(
+        messages.contains("park") && messages.contains("joe"),
+        "{messages}"
+    );
+
+    for (key, args) in [
+        (
+            BOB,
+            vec!["--method", "resources/read", "--uri", "test://static-text"],
+        ),
+        (
+            KEY,
+            vec!["--method", "resources/read", "--uri", "test://undeclared"],
+        ),
+        (
+            KEY,
+            vec![
+                "--method",
+                "prompts/get",
+                "--prompt-name",
+                "greeting",
+                "--prompt-args",
+                "arg1=zoo",
+                "arg2=joe",
+            ],
+        ),
+    ] {
+        let refused = inspector(key, &args);
+        assert_ne!(refused.code, Some(0), "{args:?}: {}", refused.stdout);
+        assert!(
+            !refused.stdout.contains("\"contents\""),
+            "{args:?}: {}",
+            refused.stdout
+        );
+    }
+}
