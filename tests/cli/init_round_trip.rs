@@ -38,7 +38,9 @@ impl Upstream {
         )
     }
 
-    /// The upstream's own tool list, read directly with rmcp's client.
+    /// The upstream's own tool list, read directly with rmcp's client declaring what the gateway
+    /// declares upstream (sampling, elicitation, roots: server-everything offers some tools only
+    /// to clients that can answer them).
     async fn tools(&self) -> Vec<Tool> {
         let mut cmd = tokio::process::Command::new(&self.command);
         cmd.args(&self.args);
@@ -46,7 +48,16 @@ impl Upstream {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the upstream");
-        let client = ().serve(transport).await.expect("upstream handshake");
+        let capabilities: rmcp::model::ClientCapabilities =
+            serde_json::from_value(serde_json::json!({
+                "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}
+            }))
+            .expect("capabilities");
+        let info = rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("init-round-trip", "1"),
+        );
+        let client = info.serve(transport).await.expect("upstream handshake");
         let tools = client.list_all_tools().await.expect("upstream tools");
         let _ = client.cancel().await;
         tools
@@ -286,7 +297,15 @@ fn good(schema: &Value, root: &Value, depth: usize) -> Value {
             .unwrap_or(json!(1)),
         "boolean" => json!(true),
         "null" => Value::Null,
-        _ => json!("a".repeat(schema["minLength"].as_u64().unwrap_or(1) as usize)),
+        // A string in the schema's `format` (formats are asserted here): a URL for `uri`, ...
+        _ => match schema["format"].as_str() {
+            Some("uri" | "url") => json!("https://example.com/a"),
+            Some("email") => json!("a@example.com"),
+            Some("date-time") => json!("2026-01-01T00:00:00Z"),
+            Some("date") => json!("2026-01-01"),
+            Some("uuid") => json!("00000000-0000-4000-8000-000000000000"),
+            _ => json!("a".repeat(schema["minLength"].as_u64().unwrap_or(1) as usize)),
+        },
     }
 }
 
