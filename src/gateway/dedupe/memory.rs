@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::record::{CallKey, Deduped, Recorded, effect_unknown, key_reused, replayed};
+use super::record::{CallKey, Deduped, Recorded, effect_unknown, key_reused, no_room, replayed};
 
 /// A slot's state; `arguments` is the digest of the call that holds it (compared when the
 /// identity is an idempotency key).
@@ -27,9 +27,19 @@ enum Slot {
 }
 
 /// The recorded calls of one gateway instance.
-#[derive(Default)]
 pub struct MemoryDedupe {
     slots: Mutex<HashMap<Identity, Slot>>,
+    /// [`MAX_SLOTS`], smaller in tests.
+    max_slots: usize,
+}
+
+impl Default for MemoryDedupe {
+    fn default() -> Self {
+        MemoryDedupe {
+            slots: Mutex::default(),
+            max_slots: MAX_SLOTS,
+        }
+    }
 }
 
 /// What a slot is found by: the arguments' digest, or the idempotency key instead.
@@ -52,8 +62,14 @@ impl Identity {
     }
 }
 
-/// Above this many slots, expired ones are dropped on the next insert, keeping memory bounded.
+/// Above this many slots, expired ones are dropped on the next insert.
 const PRUNE_ABOVE: usize = 4096;
+/// At most this many slots are held, expired ones dropped first: each holds an answer (up to
+/// `max_result_bytes`) for its window (24 h for an idempotency key), so without a bound a client
+/// sending new keys fast enough could fill the gateway's memory. A call that would need a slot
+/// beyond it is refused before it runs (never run without its record: that would break the
+/// at-most-once promise). With `state: redis://…` Redis holds them, under its own `maxmemory`.
+const MAX_SLOTS: usize = 100_000;
 
 impl MemoryDedupe {
     /// [`DedupeCache::run`] within this process.
@@ -92,7 +108,7 @@ impl MemoryDedupe {
                     }
                     Some(Slot::InFlight { answer, .. }) => answer.clone(),
                     _ => {
-                        if slots.len() > PRUNE_ABOVE {
+                        if slots.len() > PRUNE_ABOVE || slots.len() >= self.max_slots {
                             let now = Instant::now();
                             slots.retain(|_, slot| match slot {
                                 Slot::Done { until, .. } | Slot::Abandoned { until } => {
@@ -100,6 +116,9 @@ impl MemoryDedupe {
                                 }
                                 Slot::InFlight { .. } => true,
                             });
+                        }
+                        if slots.len() >= self.max_slots {
+                            return Deduped::NotRun(no_room(slots.len()));
                         }
                         let (tx, rx) = watch::channel(None);
                         slots.insert(
@@ -162,5 +181,73 @@ impl Drop for InFlightGuard<'_> {
             let until = Instant::now() + self.window;
             slots.insert(self.key.clone(), Slot::Abandoned { until });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipts::Outcome;
+
+    fn keyed(key: &str) -> CallKey {
+        CallKey {
+            caller: "c".into(),
+            tool: "t".into(),
+            arguments: "{}".into(),
+            idempotency_key: Some(key.into()),
+        }
+    }
+
+    fn recorded() -> Recorded {
+        Recorded {
+            result: rmcp::model::CallToolResult::success(vec![]),
+            outcome: Some(Outcome::Ok),
+        }
+    }
+
+    /// Proves: the records are bounded: once they are full of unexpired calls, a call that needs
+    /// a new record is refused before it runs (outcome `rate_limited`, saying why), while a repeat
+    /// of a recorded call is still replayed; expired records make room again.
+    #[tokio::test]
+    async fn the_records_are_bounded_and_a_call_without_room_does_not_run() {
+        let records = MemoryDedupe {
+            slots: Mutex::default(),
+            max_slots: 2,
+        };
+        let window = Duration::from_secs(60);
+        for key in ["k1", "k2"] {
+            let ran = records.run(keyed(key), window, async { ((), Some(recorded())) });
+            assert!(matches!(ran.await, Deduped::Ran(())));
+        }
+        let mut ran = false;
+        let third = records
+            .run(keyed("k3"), window, async {
+                ran = true;
+                ((), Some(recorded()))
+            })
+            .await;
+        match third {
+            Deduped::NotRun(refused) => {
+                assert_eq!(refused.outcome, Some(Outcome::RateLimited));
+                assert!(format!("{:?}", refused.result).contains("recorded calls"));
+            }
+            _ => panic!("a third record beyond the bound"),
+        }
+        assert!(!ran, "refused before running");
+        let repeat = records.run(keyed("k1"), window, async { ((), Some(recorded())) });
+        assert!(matches!(repeat.await, Deduped::Replayed(_)));
+
+        let short = MemoryDedupe {
+            slots: Mutex::default(),
+            max_slots: 1,
+        };
+        let first = short.run(keyed("a"), Duration::ZERO, async { ((), Some(recorded())) });
+        assert!(matches!(first.await, Deduped::Ran(())));
+        // PRUNE_ABOVE is far above this bound: expired records are dropped when full too.
+        let second = short.run(keyed("b"), window, async { ((), Some(recorded())) });
+        assert!(
+            matches!(second.await, Deduped::Ran(())),
+            "the expired record made room"
+        );
     }
 }

@@ -46,6 +46,19 @@ pub fn key_reused() -> Recorded {
     }
 }
 
+/// The answer to a call the in-memory records have no room for: refused before running (outcome
+/// `rate_limited`: the gateway is at capacity, the client may retry).
+pub fn no_room(held: usize) -> Recorded {
+    Recorded {
+        result: CallToolResult::error(vec![ContentBlock::text(format!(
+            "the gateway holds {held} recorded calls (dedupe windows and idempotency keys, \
+             `state: memory`), as many as it keeps: this call was not performed; retry once \
+             older records expire"
+        ))]),
+        outcome: Some(Outcome::RateLimited),
+    }
+}
+
 /// How a deduplicated call was answered.
 pub enum Deduped<T> {
     /// This call ran; `T` is what the runner returned.
