@@ -185,31 +185,15 @@ async fn ask_user(
     contract: &ToolContract,
     shown: &Value,
 ) -> Approved {
-    let started = Instant::now();
-    let record = |decision: &'static str, approver: Option<&str>| ApprovalRecord {
-        id: None,
-        decision,
-        approver: approver.map(str::to_string),
-        wait: started.elapsed(),
-    };
-    let refuse = |decision: &'static str, approver, message: String| {
-        telemetry::event(
-            "narrowgate.approval.user",
-            &[("approval.decision", decision.to_string())],
-        );
-        Err(Box::new(Refused {
-            record: record(decision, approver),
-            reason: format!("the user's approval: {decision}"),
-            message,
-        }))
-    };
+    let user = UserDecision::started();
+    let refuse = |decision, approver, message| user.refuse(decision, approver, message);
     let Some(peer) = peer else {
         return refuse(
             "unsupported",
             None,
             format!(
-                "`{}` needs the user's approval, which this request cannot ask for \
-                 (2026-07-28 stateless requests cannot carry one yet): call it in a session",
+                "`{}` needs the user's approval, which this request cannot ask for: the call \
+                 was not performed",
                 contract.name
             ),
         );
@@ -243,29 +227,76 @@ async fn ask_user(
             );
         }
     };
-    let approved = approves(answer.action.clone(), answer.content.as_ref());
-    if approved {
+    user.answered(contract, answer.action, answer.content.as_ref())
+}
+
+/// What the user's approval records (its wait included) and how it ends, whichever way it was
+/// asked.
+struct UserDecision {
+    started: Instant,
+}
+
+impl UserDecision {
+    fn started() -> UserDecision {
+        UserDecision {
+            started: Instant::now(),
+        }
+    }
+
+    fn record(&self, decision: &'static str, approver: Option<&str>) -> ApprovalRecord {
+        ApprovalRecord {
+            id: None,
+            decision,
+            approver: approver.map(str::to_string),
+            wait: self.started.elapsed(),
+        }
+    }
+
+    /// The call is not forwarded: `decision` for the receipt and the span, `message` for the
+    /// client.
+    fn refuse(&self, decision: &'static str, approver: Option<&str>, message: String) -> Approved {
         telemetry::event(
             "narrowgate.approval.user",
-            &[("approval.decision", "accepted".to_string())],
+            &[("approval.decision", decision.to_string())],
         );
-        return Ok(Granted {
-            record: record("accepted", Some("user")),
-            reason: None,
-        });
+        Err(Box::new(Refused {
+            record: self.record(decision, approver),
+            reason: format!("the user's approval: {decision}"),
+            message,
+        }))
     }
-    let decision = match answer.action {
-        ElicitationAction::Cancel => "cancelled",
-        _ => "declined",
-    };
-    refuse(
-        decision,
-        Some("user"),
-        format!(
-            "the user did not approve this call of `{}` ({decision}): it was not performed",
-            contract.name
-        ),
-    )
+
+    /// The user's answer: accept (without `approve: false`) forwards the call; anything else
+    /// refuses it.
+    fn answered(
+        &self,
+        contract: &ToolContract,
+        action: ElicitationAction,
+        content: Option<&Value>,
+    ) -> Approved {
+        if approves(action.clone(), content) {
+            telemetry::event(
+                "narrowgate.approval.user",
+                &[("approval.decision", "accepted".to_string())],
+            );
+            return Ok(Granted {
+                record: self.record("accepted", Some("user")),
+                reason: None,
+            });
+        }
+        let decision = match action {
+            ElicitationAction::Cancel => "cancelled",
+            _ => "declined",
+        };
+        self.refuse(
+            decision,
+            Some("user"),
+            format!(
+                "the user did not approve this call of `{}` ({decision}): it was not performed",
+                contract.name
+            ),
+        )
+    }
 }
 
 /// The question put to the user: the tool, its description and the arguments as shown (masked).
@@ -310,23 +341,10 @@ impl Gateway {
         shown: &Value,
         mrtr: &Mrtr,
     ) -> Approved {
-        let record = |decision: &'static str, approver: Option<&str>| ApprovalRecord {
-            id: None,
-            decision,
-            approver: approver.map(str::to_string),
-            wait: std::time::Duration::ZERO,
-        };
-        let refuse = |decision: &'static str, approver, message: String| {
-            telemetry::event(
-                "narrowgate.approval.user",
-                &[("approval.decision", decision.to_string())],
-            );
-            Err(Box::new(Refused {
-                record: record(decision, approver),
-                reason: format!("the user's approval: {decision}"),
-                message,
-            }))
-        };
+        // The wait of an MRTR approval is the answering round's: the gateway holds nothing
+        // between the two rounds but the question's record.
+        let user = UserDecision::started();
+        let refuse = |decision, approver, message| user.refuse(decision, approver, message);
         let binding = Binding {
             caller: caller.name.clone(),
             tool: contract.name.clone(),
@@ -378,28 +396,7 @@ impl Gateway {
                     ),
                 );
             };
-            if approves(answer.action.clone(), answer.content.as_ref()) {
-                telemetry::event(
-                    "narrowgate.approval.user",
-                    &[("approval.decision", "accepted".to_string())],
-                );
-                return Ok(Granted {
-                    record: record("accepted", Some("user")),
-                    reason: None,
-                });
-            }
-            let decision = match answer.action {
-                ElicitationAction::Cancel => "cancelled",
-                _ => "declined",
-            };
-            return refuse(
-                decision,
-                Some("user"),
-                format!(
-                    "the user did not approve this call of `{}` ({decision}): it was not performed",
-                    contract.name
-                ),
-            );
+            return user.answered(contract, answer.action, answer.content.as_ref());
         }
         if !mrtr.elicitation {
             return refuse(
@@ -438,7 +435,7 @@ impl Gateway {
             &[("approval.decision", "asked".to_string())],
         );
         Err(Box::new(Refused {
-            record: record("asked", None),
+            record: user.record("asked", None),
             reason: "the user's approval: asked".to_string(),
             message: format!("`{}` waits for the user's approval", contract.name),
         }))
