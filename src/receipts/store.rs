@@ -17,69 +17,19 @@
 //! is a network round trip, so all of them run on the writer thread, which commits whatever queued
 //! meanwhile in one statement (group commit, as above).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::postgres::PgWriter;
 use super::{Call, Receipt, Settings};
 use backend::Backend;
-
-/// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
-
-/// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
-/// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
-/// separate time index and id index made three (version 1; three times the cost per receipt).
-/// Other filters scan: the table is an audit log read by an operator.
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS receipts (
-    id               TEXT PRIMARY KEY NOT NULL,
-    time             TEXT NOT NULL,
-    caller           TEXT NOT NULL,
-    tool             TEXT NOT NULL,
-    upstream         TEXT,
-    upstream_tool    TEXT,
-    contract_digest  TEXT,
-    arguments_digest TEXT NOT NULL,
-    outcome          TEXT NOT NULL,
-    attempts         INTEGER NOT NULL,
-    replayed         INTEGER NOT NULL,
-    duration_ms      REAL NOT NULL,
-    trace_id         TEXT,
-    arguments        TEXT,
-    reason           TEXT,
-    approval_id      TEXT,
-    approval_decision TEXT,
-    approver         TEXT,
-    approval_wait_ms REAL
-) WITHOUT ROWID;
-";
-
-/// From version 2: `reason` (why a call was denied, e.g. the precondition that was false).
-const ADD_REASON: &str = "ALTER TABLE receipts ADD COLUMN reason TEXT;";
-
-/// From version 3: the approval columns (version 4), NULL for the receipts written before.
-const ADD_APPROVALS: &str = "
-ALTER TABLE receipts ADD COLUMN approval_id TEXT;
-ALTER TABLE receipts ADD COLUMN approval_decision TEXT;
-ALTER TABLE receipts ADD COLUMN approver TEXT;
-ALTER TABLE receipts ADD COLUMN approval_wait_ms REAL;
-";
-
-/// From version 1 (a rowid table with indexes on `id` and `time`): the old table is renamed,
-/// [`SCHEMA`] creates the new one, then this copies the rows over and drops the old table.
-const COPY_FROM_1: &str = "
-INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, contract_digest,
-    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments)
-SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest,
-    arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments FROM receipts_v1;
-DROP TABLE receipts_v1;
-";
+use file::open_for_writing;
+pub use file::{SCHEMA_VERSION, open_for_reading};
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
     contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
@@ -91,8 +41,6 @@ const MAX_BATCH: usize = 1024;
 /// Retention deletes at most this many rows per statement, between batches, so a large backlog
 /// of old receipts never stalls the calls waiting on the writer.
 const PRUNE_CHUNK: usize = 5_000;
-/// How long the writer waits for a lock held by another process (a second gateway, a backup).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often an idle writer thread looks at the queue (a safety net: callers commit themselves).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
@@ -372,87 +320,6 @@ impl Shared {
     }
 }
 
-/// Creates the folder and the file (owner-only on Unix: receipts may hold arguments), then opens
-/// it in WAL mode (flushing every commit when `fsync`) with the current schema.
-fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, ReceiptError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ReceiptError::CreateDir {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    create_private_file(path);
-    let open_err = |source| ReceiptError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut connection = Connection::open(path).map_err(open_err)?;
-    connection.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-    let mode: String = connection
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(open_err)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        tracing::warn!(
-            path = %path.display(),
-            %mode,
-            "the receipts database is not in WAL mode: `narrowgate receipts` may wait for the writer"
-        );
-    }
-    // FULL fsyncs the log at every commit (survives a machine crash); NORMAL writes it at every
-    // commit without flushing (survives a process crash, at a fraction of the cost).
-    let synchronous = if fsync { "FULL" } else { "NORMAL" };
-    connection
-        .pragma_update(None, "synchronous", synchronous)
-        .map_err(open_err)?;
-    let found: i64 = connection
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(open_err)?;
-    if found > SCHEMA_VERSION {
-        return Err(ReceiptError::NewerSchema {
-            path: path.to_path_buf(),
-            found,
-        });
-    }
-    let transaction = connection.transaction().map_err(open_err)?;
-    if found == 1 {
-        transaction
-            .execute_batch("ALTER TABLE receipts RENAME TO receipts_v1")
-            .map_err(open_err)?;
-    }
-    if found == 2 {
-        transaction.execute_batch(ADD_REASON).map_err(open_err)?;
-    }
-    if found == 2 || found == 3 {
-        transaction.execute_batch(ADD_APPROVALS).map_err(open_err)?;
-    }
-    transaction.execute_batch(SCHEMA).map_err(open_err)?;
-    if found == 2 || found == 3 {
-        tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
-    }
-    if found == 1 {
-        transaction.execute_batch(COPY_FROM_1).map_err(open_err)?;
-        tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
-    }
-    transaction
-        .pragma_update(None, "user_version", SCHEMA_VERSION)
-        .map_err(open_err)?;
-    transaction.commit().map_err(open_err)?;
-    Ok(connection)
-}
-
-/// Creates `path` empty with mode 0600 if it does not exist (SQLite gives its `-wal` and `-shm`
-/// files the same mode). Best effort: if this fails, opening the database reports the problem.
-fn create_private_file(path: &Path) {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let _ = options.open(path);
-}
-
 /// The connection that writes receipts. SQLite calls block: whoever holds it is off the async
 /// runtime's cooperative schedule for one commit.
 struct Writer {
@@ -603,35 +470,7 @@ fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Resu
     Ok(())
 }
 
-/// Opens an existing database read-only, for queries. In WAL mode this never blocks the writer.
-pub fn open_for_reading(path: &Path) -> Result<Connection, ReceiptError> {
-    if !path.exists() {
-        return Err(ReceiptError::Missing {
-            path: path.to_path_buf(),
-        });
-    }
-    let read_err = |source| ReceiptError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(read_err)?;
-    connection.busy_timeout(BUSY_TIMEOUT).map_err(read_err)?;
-    let found: i64 = connection
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(read_err)?;
-    if found > SCHEMA_VERSION {
-        return Err(ReceiptError::NewerSchema {
-            path: path.to_path_buf(),
-            found,
-        });
-    }
-    Ok(connection)
-}
-
 mod backend;
+mod file;
 #[cfg(test)]
 mod tests;
