@@ -226,18 +226,9 @@ async fn an_approver_approves_from_the_cli_while_the_call_waits() {
     );
 }
 
-/// Proves: a call whose client went away stays pending; the approver approves it then, and the
-/// same call sent again collects the approval at once and is performed, once: the approval is
-/// used, so a third identical call waits anew.
-#[tokio::test(flavor = "multi_thread")]
-async fn approving_after_the_client_went_away_lets_the_same_call_collect_it() {
-    let gw = start();
-    let args = json!({"order_id": "B-2", "amount": 30});
-    let first = spawn_call(&gw, "refund", args.clone());
-    let id = pending_id(&gw, "refund", "B-2").await;
-    // The client goes away: its request (and connection) is dropped.
-    first.abort();
-    let _ = first.await;
+/// Waits for `gw`'s receipt of a `refund` call whose client went away while it waited for an
+/// approver (decision `abandoned`); the receipt.
+async fn abandoned_receipt(gw: &Gateway) -> Value {
     wait_until_async(
         Duration::from_secs(20),
         common::POLL_EVERY,
@@ -252,7 +243,22 @@ async fn approving_after_the_client_went_away_lets_the_same_call_collect_it() {
                 .ok_or_else(|| format!("{receipts:?}"))
         },
     )
-    .await;
+    .await
+}
+
+/// Proves: a call whose client went away stays pending; the approver approves it then, and the
+/// same call sent again collects the approval at once and is performed, once: the approval is
+/// used, so a third identical call waits anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn approving_after_the_client_went_away_lets_the_same_call_collect_it() {
+    let gw = start();
+    let args = json!({"order_id": "B-2", "amount": 30});
+    let first = spawn_call(&gw, "refund", args.clone());
+    let id = pending_id(&gw, "refund", "B-2").await;
+    // The client goes away: its request (and connection) is dropped.
+    first.abort();
+    let _ = first.await;
+    abandoned_receipt(&gw).await;
     let (status, decided) = decide(&gw, Some(BOB), &id, json!({"decision": "approve"})).await;
     assert_eq!(status, 200, "{decided}");
 

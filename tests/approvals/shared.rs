@@ -59,21 +59,7 @@ async fn an_approval_opened_on_one_replica_is_collected_on_another() {
     let id = pending_id(&b, "refund", "R-2").await;
     first.abort();
     let _ = first.await;
-    wait_until_async(
-        Duration::from_secs(20),
-        common::POLL_EVERY,
-        "A's receipt of the abandoned call",
-        || a.log(),
-        async || {
-            let receipts = receipts_json(&a.config_path(), &["--tool", "refund"]);
-            receipts
-                .iter()
-                .find(|r| r["approval_decision"] == "abandoned")
-                .cloned()
-                .ok_or_else(|| format!("{receipts:?}"))
-        },
-    )
-    .await;
+    abandoned_receipt(&a).await;
     let (status, _) = decide(&b, Some(BOB), &id, json!({"decision": "approve"})).await;
     assert_eq!(status, 200);
 
