@@ -24,10 +24,44 @@ pub struct Gateway {
 impl Gateway {
     /// Writes `config` (YAML without `listen`/`contracts`) and `contracts` (file name, YAML) and
     /// starts `narrowgate serve` on a free port, waiting until `/readyz` answers 200.
+    ///
+    /// The port is free when chosen but may be taken before the gateway binds it (tests run in
+    /// parallel): a gateway that exits saying so is started again on another port, twice at
+    /// most. One that exits for any other reason fails the test at once, with its log.
     pub fn start(config: &str, contracts: &[(&str, &str)]) -> Gateway {
-        let gateway = Gateway::spawn(config, contracts, &[]);
-        gateway.wait_ready(Duration::from_secs(60));
-        gateway
+        for _ in 0..3 {
+            let mut gateway = Gateway::spawn(config, contracts, &[]);
+            if gateway.ready_unless_exited(Duration::from_secs(60)) {
+                return gateway;
+            }
+            let log = gateway.log();
+            if !log.contains("Address already in use") {
+                panic!("the gateway exited before it was ready; log:\n{log}");
+            }
+        }
+        panic!("the gateway lost the race for a free port three times in a row");
+    }
+
+    /// Polls until `/readyz` answers 200 (true) or the process has exited (false); panics with
+    /// the log when neither happens `within`.
+    #[track_caller]
+    fn ready_unless_exited(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some((200, _)) = http_get(&self.base, "/readyz") {
+                return true;
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "the gateway's /readyz did not answer 200 within {within:?}; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(POLL_EVERY);
+        }
     }
 
     /// Like [`start`](Self::start) without waiting, with extra environment variables.
