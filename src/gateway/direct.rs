@@ -19,7 +19,11 @@
 //! `_meta` with the protocol version and client capabilities. In a session: one session id
 //! that rmcp still holds and that the HTTP layer knows (its owner checked) and has seen rmcp
 //! handle within [`SESSION_TOUCH`], and one `MCP-Protocol-Version` equal to the version the
-//! session's `initialize` asked for, with no per-request version in `_meta`. Everything else,
+//! session's `initialize` asked for, with no per-request version in `_meta`. Never a call that
+//! needs a stream or a round trip to its client: progress, a session logging level, a tool with
+//! `approval: user`, or a stateless call whose client declared `sampling`, `elicitation` or
+//! `roots` for a tool that relays them (its upstream may ask, and then the call is parked:
+//! `relay::parked`). Everything else,
 //! errors included, goes to rmcp unchanged, so its answers stay the reference.
 
 use std::time::Duration;
@@ -37,7 +41,7 @@ use super::Gateway;
 use super::catalog::Catalog;
 use super::message::{self, Message, Method, ToolsCall};
 use super::request::Admitted;
-use super::server::answer_tools_call;
+use super::tools_call::answer_tools_call;
 use crate::telemetry::Inbound;
 
 /// rmcp closes a session after 5 minutes without activity it sees. Requests answered here are
@@ -184,6 +188,13 @@ impl DirectCall {
                     headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
                     &admitted.gateway.log_levels,
                 )
+                // An upstream's request of a stateless client parks the call (MRTR), which
+                // rmcp's path does.
+                || (lifecycle == Lifecycle::Stateless
+                    && super::relay::may_ask(params.meta.as_ref())
+                    && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {
+                        tool.contract.relay != crate::contract::relay::RelayPolicy::REFUSED
+                    }))
                 // A user's approval is asked on the call's own stream, through rmcp's peer.
                 || (admitted.gateway.any_user_approval
                     && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {
@@ -258,7 +269,11 @@ impl DirectCall {
     }
 
     /// Runs the call and writes its JSON-RPC answer as rmcp would.
-    async fn answer(self, gateway: &Gateway, parts: &http::request::Parts) -> Response {
+    async fn answer(
+        self,
+        gateway: &std::sync::Arc<Gateway>,
+        parts: &http::request::Parts,
+    ) -> Response {
         let DirectCall {
             lifecycle,
             id,
@@ -278,7 +293,7 @@ impl DirectCall {
         };
         // The direct path leaves tools that may ask their client (`approval: user`) to rmcp, so
         // its answers are always complete.
-        let answer = answer_tools_call(gateway, params, inbound, None)
+        let answer = answer_tools_call(gateway, params, inbound, None, None)
             .await
             .and_then(|answer| match answer {
                 CallToolResponse::Complete(result) => Ok(result),
@@ -530,7 +545,13 @@ mod tests {
             protocol: None,
             caller: None,
         };
-        let call = answer_tools_call(&gateway, CallToolRequestParams::new("echo"), inbound, None);
+        let call = answer_tools_call(
+            &gateway,
+            CallToolRequestParams::new("echo"),
+            inbound,
+            None,
+            None,
+        );
         let size = std::mem::size_of_val(&call);
         assert!(size <= 8 * 1024, "a tools/call future of {size} bytes");
     }

@@ -37,6 +37,7 @@ mod sessions;
 pub mod shared_sessions;
 pub mod status;
 mod subscriptions;
+mod tools_call;
 
 #[doc(hidden)]
 pub use direct::qualifies as direct_call_qualifies;
@@ -87,6 +88,9 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     /// The logging level each client session set (`relay::levels`), kept across reloads.
     pub log_levels: Arc<relay::levels::LogLevels>,
+    /// Stateless calls waiting for their clients' answers to the upstream's requests; kept
+    /// across reloads (a call parked under one version is answered under the next).
+    pub parked: Arc<relay::parked::ParkedCalls>,
     /// Which caller holds which sessions across the replicas (with `state: redis://…`).
     pub shared_sessions: Arc<shared_sessions::SharedSessions>,
     /// Bumped whenever the published tools change, so sessions can tell their clients. Shared
@@ -178,6 +182,7 @@ impl Gateway {
             // real change in what they see.
             catalog: RwLock::new(previous.map(|p| p.catalog()).unwrap_or_default()),
             log_levels: previous.map(|p| p.log_levels.clone()).unwrap_or_default(),
+            parked: previous.map(|p| p.parked.clone()).unwrap_or_default(),
             shared_sessions,
             tools_changed: previous
                 .map(|p| p.tools_changed.clone())

@@ -314,7 +314,7 @@ impl Gateway {
     }
 
     /// How long a call can take: a duplicate on another replica waits about that long.
-    fn longest_run(&self, contract: &ToolContract) -> Duration {
+    pub(super) fn longest_run(&self, contract: &ToolContract) -> Duration {
         Upstream::longest_call(self.timeout_of(contract), retries_of(contract))
     }
 

@@ -10,15 +10,15 @@ use rmcp::model::{
     DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
     SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::Gateway;
-use super::approvals_step::{APPROVAL_ID_META, Mrtr, Reach};
 use super::request::Admitted;
+use super::tools_call::{Parking, answer_tools_call};
 use crate::contract::relay::RelayPolicy;
 use crate::policy::Caller;
 use crate::telemetry::{self, Inbound};
@@ -390,6 +390,17 @@ impl ServerHandler for McpHandler {
         // upstream (`relay::client`).
         let session = session_of(&context);
         let level = session.and_then(|s| gateway.log_levels.of(s));
+        // A 2026-07-28 stateless call asks its client through MRTR (`relay::parked`).
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let (questions_sender, questions) = match stateless {
+            true => {
+                let (sender, receiver) = super::relay::parked::questions();
+                (Some(sender), Some(receiver))
+            }
+            false => (None, None),
+        };
         let called = super::relay::client::Called {
             policy: gateway
                 .catalog()
@@ -397,8 +408,14 @@ impl ServerHandler for McpHandler {
                 .map_or(RelayPolicy::REFUSED, |tool| tool.contract.relay),
             tool: request.name.to_string(),
             in_session: session.is_some(),
+            questions: questions_sender,
         };
         let relay = super::relay::client::Relay::for_call(&context, level, called);
+        let parking = questions.map(|questions| Parking {
+            questions,
+            cancel: relay.call.cancelled.clone(),
+            client_gone: Some(context.ct.clone()),
+        });
         let answer = crate::upstream::relay::with_relay(
             relay.call.clone(),
             Box::pin(answer_tools_call(
@@ -406,6 +423,7 @@ impl ServerHandler for McpHandler {
                 request,
                 inbound(&context),
                 Some(&context.peer),
+                parking,
             )),
         )
         .await;
@@ -441,74 +459,6 @@ fn session_of(context: &RequestContext<RoleServer>) -> Option<&str> {
         .get("mcp-session-id")?
         .to_str()
         .ok()
-}
-
-/// Answers one `tools/call` inside its SERVER span: for rmcp's handler above, and for the
-/// gateway's own direct path (`super::direct`).
-pub(super) async fn answer_tools_call(
-    gateway: &Gateway,
-    request: CallToolRequestParams,
-    inbound: Inbound<'_>,
-    peer: Option<&Peer<RoleServer>>,
-) -> Result<CallToolResponse, ErrorData> {
-    // Span names stay a bounded set: a name that is no exposed tool is the client's text.
-    let catalog = gateway.catalog();
-    let exposed = catalog.exposed(&request.name);
-    let tool = exposed.is_some().then(|| request.name.clone());
-    let caller = Admitted::of(inbound.parts)
-        .ok_or_else(|| ErrorData::invalid_request("request was not admitted", None))
-        .and_then(caller_of)
-        .cloned();
-    let protocol = inbound.protocol.clone();
-    // The client's own `_meta` keys go upstream (`relay::meta`), bounded.
-    let forwarded_meta = super::relay::meta::forwarded(inbound.meta);
-    let idempotency_key = super::idempotency::key_of(inbound.meta);
-    // Only a tool that asks for approval reaches its client while it runs.
-    let reach = match exposed {
-        Some(t) if t.contract.approval != crate::contract::Approval::None => Reach {
-            peer: peer.cloned(),
-            client_gone: Admitted::of(inbound.parts).and_then(|a| a.client_gone.clone()),
-            approval_id: inbound
-                .meta
-                .get(APPROVAL_ID_META)
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string),
-            // A 2026-07-28 request has no stream for a question: it travels as MRTR.
-            mrtr: (t.contract.approval == crate::contract::Approval::User
-                && protocol.as_ref().is_some_and(|v| !v.has_initialize()))
-            .then(|| {
-                Mrtr::new(
-                    inbound
-                        .meta
-                        .get("io.modelcontextprotocol/clientCapabilities")
-                        .and_then(|c| c.get("elicitation"))
-                        .is_some(),
-                    request.input_responses.clone(),
-                    request.request_state.clone(),
-                )
-            }),
-        },
-        _ => Reach::default(),
-    };
-    drop(catalog);
-    let answer = telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
-        let caller = caller?;
-        let mut request = request;
-        request.meta = forwarded_meta?;
-        let mut result = gateway
-            .call_tool(&caller, request, protocol.as_ref(), idempotency_key, &reach)
-            .await?;
-        // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
-        // require; rmcp strips it again for older clients.
-        result.result_type = Some(ResultType::COMPLETE);
-        Ok(result)
-    })
-    .await;
-    // The user's approval asked through MRTR: the question is the answer.
-    match reach.mrtr.as_ref().and_then(Mrtr::take_asked) {
-        Some(asked) => Ok(CallToolResponse::InputRequired(asked)),
-        None => answer.map(CallToolResponse::Complete),
-    }
 }
 
 /// Declares the resources, prompts and completions capabilities when the version's contracts

@@ -87,7 +87,7 @@ pub async fn with_relay<F: std::future::Future>(relay: Arc<CallRelay>, call: F) 
 }
 
 /// The relay of the call this task runs, if any.
-pub(super) fn current() -> Option<Arc<CallRelay>> {
+pub fn current() -> Option<Arc<CallRelay>> {
     RELAY.try_with(Clone::clone).ok()
 }
 

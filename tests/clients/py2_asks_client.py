@@ -3,11 +3,13 @@ that answers the upstream's requests (sampling, elicitation, roots) or declares 
 
 Run with .peers/py2/bin/python (mcp 2.3.0, installed by tests/setup-peers.sh):
 
-    py2_asks_client.py URL API_KEY CAPABILITIES CALLS_JSON
+    py2_asks_client.py URL API_KEY CAPABILITIES CALLS_JSON [MODE]
 
 CAPABILITIES is `all` (a sampling_callback, an elicitation_callback and a list_roots_callback, which the
-SDK then declares at `initialize`) or `none`. CALLS_JSON is a list of [tool, arguments]. The handshake is
-`initialize` at 2025-11-25 (a session, on which the gateway relays the upstream's requests).
+SDK then declares) or `none`. CALLS_JSON is a list of [tool, arguments]. MODE is the SDK's: `legacy` (the
+default: `initialize` at 2025-11-25, a session on which the gateway relays the upstream's requests as
+requests) or `auto` (stateless 2026-07-28 against the gateway: the requests come back as
+`InputRequiredResult`s, which the SDK answers through the same callbacks and sends the call again).
 
 The elicitation callback accepts with {"username": "ada", "email": "ada@example.com"}, unless the request's
 message is "answer outside the schema": then it accepts with {"username": 5} (no email, a number for a
@@ -53,7 +55,7 @@ async def list_roots_callback(context):
     return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
 
 
-async def main(url, key, capabilities, calls):
+async def main(url, key, capabilities, calls, mode):
     headers = {} if key == "-" else {"Authorization": f"Bearer {key}"}
     callbacks = {}
     if capabilities == "all":
@@ -66,7 +68,7 @@ async def main(url, key, capabilities, calls):
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
     async with http:
         transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT, **callbacks) as client:
+        async with Client(transport, mode=mode, read_timeout_seconds=TIMEOUT, **callbacks) as client:
             for tool, arguments in calls:
                 result = await client.call_tool(tool, arguments)
                 text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -84,6 +86,7 @@ async def main(url, key, capabilities, calls):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[3] not in ("all", "none"):
-        sys.exit("usage: py2_asks_client.py URL API_KEY all|none CALLS_JSON")
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))
+    if len(sys.argv) not in (5, 6) or sys.argv[3] not in ("all", "none"):
+        sys.exit("usage: py2_asks_client.py URL API_KEY all|none CALLS_JSON [legacy|auto]")
+    mode = sys.argv[5] if len(sys.argv) == 6 else "legacy"
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), mode))

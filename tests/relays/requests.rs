@@ -9,7 +9,12 @@ use serde_json::{Value, json};
 use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use crate::common::process::run;
 use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
-use crate::common::{Gateway, KEY, Raw, callers, demo_stdio_config, upstream::HttpUpstream};
+use crate::common::{
+    Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, upstream::HttpUpstream,
+};
+
+/// A second caller's key.
+const BOB_KEY: &str = "test-key-bob";
 
 const CONTRACT: &str = "upstream: demo
 tools:
@@ -31,21 +36,27 @@ fn gateway(http: Option<&HttpUpstream>) -> Gateway {
         Some(upstream) => format!(
             "upstreams:\n  demo:\n    url: {}\n{}",
             upstream.url,
-            callers(&[])
+            callers(&[("bob", BOB_KEY, "['*']")])
         ),
-        None => demo_stdio_config(&callers(&[]), ""),
+        None => demo_stdio_config(&callers(&[("bob", BOB_KEY, "['*']")]), ""),
     };
     let gateway = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gateway.wait_tools_joined("demo", &["test_sampling", "list_roots"]);
     gateway
 }
 
-/// Runs the Python client with `capabilities` (`all` or `none`) and `calls`; what it printed.
+/// Runs the Python client with `capabilities` (`all` or `none`) and `calls` in a 2025-11-25
+/// session; what it printed.
 fn client(gateway: &Gateway, capabilities: &str, calls: Value) -> Value {
+    client_in(gateway, capabilities, calls, "legacy")
+}
+
+/// The same in the SDK's `mode` (`legacy`: a session; `auto`: stateless 2026-07-28 here).
+fn client_in(gateway: &Gateway, capabilities: &str, calls: Value, mode: &str) -> Value {
     let ran = run(
         std::process::Command::new(py2_python())
             .arg(py_client_script("py2_asks_client.py"))
-            .args([&gateway.url, KEY, capabilities, &calls.to_string()])
+            .args([&gateway.url, KEY, capabilities, &calls.to_string(), mode])
             .env("PY_CLIENT_TIMEOUT", "20"),
         CLIENT_DEADLINE,
     );
@@ -148,11 +159,187 @@ async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
     }
 }
 
-/// Proves: a stateless (2026-07-28) client is never asked, even one that names `sampling` in
-/// its capabilities: its call has no session to carry an answer back, so the upstream gets an
-/// error, on the direct path and on rmcp's (a call that asks for progress); over HTTP and stdio.
+/// Proves: a stateless (2026-07-28) client is asked through MRTR: its call is answered with an
+/// `InputRequiredResult` carrying the upstream's request, the Python SDK (`auto` mode) answers
+/// it through its callbacks and sends the call again, and the parked upstream call goes on with
+/// the answer. Each callback runs exactly once, each tool returns what it answered, and each
+/// call leaves one receipt; over HTTP and stdio. Fails without the parking (the upstream got
+/// "not relayed" and the tools returned errors).
 #[tokio::test]
-async fn a_stateless_client_is_never_asked() {
+async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
+    let upstream = HttpUpstream::start(&[]);
+    for http in [Some(&upstream), None] {
+        let gateway = gateway(http);
+        let over = if http.is_some() { "http" } else { "stdio" };
+        let out = client_in(
+            &gateway,
+            "all",
+            json!([["test_sampling", {"prompt": "say hi"}],
+                   ["test_elicitation", {"message": "who are you?"}],
+                   ["list_roots", {}]]),
+            "auto",
+        );
+        assert_eq!(
+            out["called"],
+            json!({"sampling": 1, "elicitation": 1, "roots": 1}),
+            "{over}: {out}"
+        );
+        let (error, text) = result(&out, 0);
+        assert!(!error && text.contains("a sampled answer"), "{over}: {out}");
+        let (error, text) = result(&out, 1);
+        assert!(!error && text.contains("ada@example.com"), "{over}: {out}");
+        let (error, text) = result(&out, 2);
+        assert!(
+            !error && text.contains("file:///work/project"),
+            "{over}: {out}"
+        );
+        for tool in ["test_sampling", "test_elicitation", "list_roots"] {
+            let receipts = receipts_json(&gateway.config_path(), &["--tool", tool]);
+            assert_eq!(
+                receipts.len(),
+                1,
+                "{over}: one receipt per call: {receipts:?}"
+            );
+            assert_eq!(receipts[0]["outcome"], "ok", "{over}: {receipts:?}");
+        }
+    }
+}
+
+/// A stateless `tools/call` of `tool` with `arguments` as the caller with `key`, its client
+/// declaring elicitation, with `extra` merged into `params`: the JSON-RPC reply's message.
+async fn stateless(
+    gateway: &Gateway,
+    key: &str,
+    tool: &str,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    let mut body = stateless_call_body(json!(1), tool, arguments);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {}});
+    if let (Some(params), Some(extra)) = (body["params"].as_object_mut(), extra.as_object()) {
+        params.extend(extra.clone());
+    }
+    let headers = stateless_call_headers(key, tool);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Raw::new(&gateway.url)
+        .post(&headers, &body.to_string())
+        .await
+        .message()
+}
+
+/// Proves: the `requestState` of a parked call is the gateway's own, good once, only for the
+/// call it was asked for and only for its caller: another caller's answer with it, an answer
+/// for other arguments, a made-up state and a replay are refused with -32602, and none of them
+/// costs the owner its call (the owner's answer afterwards completes it); an answer outside the
+/// `requestedSchema` is an error upstream. Each call leaves one receipt, and a made-up state
+/// never runs a new call.
+#[tokio::test]
+async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
+    let upstream = HttpUpstream::start(&[]);
+    let gateway = gateway(Some(&upstream));
+    let who = json!({"message": "who are you?"});
+    let asked = stateless(&gateway, KEY, "test_elicitation", who.clone(), json!({})).await;
+    let asked = &asked["result"];
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let question = &asked["inputRequests"]["upstream-1"];
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    assert_eq!(question["params"]["message"], "who are you?", "{asked}");
+    let state = asked["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    let answer = |state: &str| {
+        json!({"requestState": state, "inputResponses": {"upstream-1": {
+            "action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}})
+    };
+    let refused = |reply: &Value| {
+        reply["error"]["code"] == json!(-32602)
+            && reply["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestState names no call"))
+    };
+    let by_bob = stateless(
+        &gateway,
+        BOB_KEY,
+        "test_elicitation",
+        who.clone(),
+        answer(&state),
+    )
+    .await;
+    assert!(refused(&by_bob), "another caller: {by_bob}");
+    let other_arguments = json!({"message": "someone else?"});
+    let other = stateless(
+        &gateway,
+        KEY,
+        "test_elicitation",
+        other_arguments,
+        answer(&state),
+    )
+    .await;
+    assert!(refused(&other), "other arguments: {other}");
+    let made_up = answer("0b7e2d4a-0000-4000-8000-000000000000");
+    let made_up = stateless(&gateway, KEY, "test_elicitation", who.clone(), made_up).await;
+    assert!(refused(&made_up), "a made-up state: {made_up}");
+
+    let answered = stateless(
+        &gateway,
+        KEY,
+        "test_elicitation",
+        who.clone(),
+        answer(&state),
+    )
+    .await;
+    let result = &answered["result"];
+    assert_eq!(result["isError"], false, "{answered}");
+    assert!(
+        result_text(result).contains("ada@example.com"),
+        "{answered}"
+    );
+    let replayed = stateless(
+        &gateway,
+        KEY,
+        "test_elicitation",
+        who.clone(),
+        answer(&state),
+    )
+    .await;
+    assert!(refused(&replayed), "a replay: {replayed}");
+
+    let outside = json!({"message": "answer outside the schema"});
+    let asked = stateless(
+        &gateway,
+        KEY,
+        "test_elicitation",
+        outside.clone(),
+        json!({}),
+    )
+    .await;
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    let bad = json!({"requestState": state, "inputResponses": {"upstream-1": {
+        "action": "accept", "content": {"username": 5}}}});
+    let bad = stateless(&gateway, KEY, "test_elicitation", outside, bad).await;
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert!(
+        result_text(&bad["result"]).contains("outside the requestedSchema"),
+        "{bad}"
+    );
+    let receipts = receipts_json(&gateway.config_path(), &["--tool", "test_elicitation"]);
+    assert_eq!(
+        receipts.len(),
+        2,
+        "one receipt per call, none for the refusals: {receipts:?}"
+    );
+}
+
+/// Proves: a stateless client that declared none of the capabilities is never asked: the
+/// upstream gets an error and the call a tool error, on the direct path and on rmcp's (a call
+/// that asks for progress); over HTTP and stdio.
+#[tokio::test]
+async fn a_stateless_client_without_the_capability_is_never_asked() {
     let upstream = HttpUpstream::start(&[]);
     for http in [Some(&upstream), None] {
         let gateway = gateway(http);
@@ -162,10 +349,8 @@ async fn a_stateless_client_is_never_asked() {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         for progress in [false, true] {
             let mut body = stateless_call_body(json!(1), "test_sampling", json!({"prompt": "hi"}));
-            let meta = &mut body["params"]["_meta"];
-            meta["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
             if progress {
-                meta["progressToken"] = json!("p-1");
+                body["params"]["_meta"]["progressToken"] = json!("p-1");
             }
             let reply = raw.post(&headers, &body.to_string()).await;
             let result = &reply.message()["result"];

@@ -5,13 +5,15 @@
 //! A request is relayed only when all of these hold, else the upstream gets a JSON-RPC error
 //! naming the reason (never an answer the user did not give):
 //! - the tool's contract allows it (`relay:`, all allowed by default);
-//! - the call belongs to a session (a stateless request has no way to carry the client's answer
-//!   back);
-//! - the client declared the capability at `initialize` (`sampling`, `elicitation` with the
-//!   request's mode, `roots`);
+//! - the client declared the capability (`sampling`, `elicitation` with the request's mode,
+//!   `roots`): at `initialize` in a session, in the request's `_meta` on a stateless one;
 //! - the call is still running (a request left unanswered when the call ends is an error);
 //! - fewer than [`MAX_ASKING`] of the call's requests are waiting for the client (an upstream
 //!   must not flood a client's user through the gateway).
+//!
+//! In a session the request goes to the client on the call's own stream ([`Way::Stream`]). A
+//! 2026-07-28 stateless call has no such stream: the call is parked and the request travels
+//! back as an `InputRequiredResult` ([`Way::Mrtr`], `parked`).
 //!
 //! An elicitation the user accepted is checked against the request's `requestedSchema` before
 //! it goes upstream: a client that answers outside it is an error upstream, as the tool's own
@@ -22,33 +24,53 @@
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
-    ErrorCode, ErrorData, GetExtensions, ListRootsRequest, RequestId, ServerRequest,
+    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest,
+    ElicitRequestParams, ErrorCode, ErrorData, GetExtensions, ListRootsRequest, RequestId,
+    ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, Peer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::parked::{Question, Questions};
 use crate::contract::relay::RelayPolicy;
 use crate::upstream::relay::Asked;
 
 /// Requests of one call waiting for the client at once; more are refused.
 pub const MAX_ASKING: usize = 4;
 
+/// How a call's client can be asked.
+pub enum Way {
+    /// On the call's own stream in its session, through rmcp's peer of the request.
+    Stream {
+        peer: Peer<RoleServer>,
+        /// The client's `tools/call`: requests ride its stream.
+        origin: RequestId,
+    },
+    /// A 2026-07-28 stateless call: parked, the request sent back as MRTR (`parked`).
+    Mrtr(Questions),
+    /// Not at all (why not).
+    Not(&'static str),
+}
+
 /// What the gateway needs to ask one call's client.
 pub struct Asker {
-    pub peer: Peer<RoleServer>,
-    /// The client's `tools/call`: requests ride its stream.
-    pub origin: RequestId,
-    /// Whether the call belongs to a session.
-    pub in_session: bool,
+    pub way: Way,
+    /// What the client declared it can answer.
+    pub capabilities: Option<ClientCapabilities>,
     /// The exposed tool's name and its contract's `relay:`.
     pub tool: String,
     pub policy: RelayPolicy,
-    /// Cancelled when the call has its answer.
+    /// Cancelled when the call has its answer (a parked call has its answer only at its end).
     pub ended: CancellationToken,
     /// A permit per request waiting for the client ([`MAX_ASKING`]).
     pub asking: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// A request ready to go to the client.
+enum Prepared {
+    Stream(Box<(Peer<RoleServer>, ServerRequest)>),
+    Mrtr(Questions),
 }
 
 impl Asker {
@@ -56,26 +78,55 @@ impl Asker {
     pub fn ask(&self, method: &str, params: Value) -> Asked {
         let prepared = self.prepare(method, &params);
         let permit = self.asking.clone().try_acquire_owned();
-        let (peer, ended, method) = (self.peer.clone(), self.ended.clone(), method.to_string());
+        let (ended, method) = (self.ended.clone(), method.to_string());
         Box::pin(async move {
-            let request = prepared?;
+            let prepared = prepared?;
             let Ok(_permit) = permit else {
                 return Err(refused(
                     &method,
                     &format!("{MAX_ASKING} requests of this call already wait for the client"),
                 ));
             };
-            let answer = tokio::select! {
-                answer = peer.send_request(request) => answer,
-                () = ended.cancelled() => return Err(refused(&method, "the call ended before the client answered")),
+            let answer = match prepared {
+                Prepared::Stream(prepared) => {
+                    let (peer, request) = *prepared;
+                    let answer = tokio::select! {
+                        answer = peer.send_request(request) => answer,
+                        () = ended.cancelled() => return Err(refused(&method, "the call ended before the client answered")),
+                    };
+                    let answer = answer.map_err(|error| match error {
+                        rmcp::service::ServiceError::McpError(error) => error,
+                        other => refused(&method, &format!("the client did not answer: {other}")),
+                    })?;
+                    serde_json::to_value(&answer).map_err(|error| {
+                        ErrorData::internal_error(
+                            format!("the client's answer to {method}: {error}"),
+                            None,
+                        )
+                    })?
+                }
+                // Parked: the record checks the answer as it hands it over (`parked`).
+                Prepared::Mrtr(questions) => {
+                    let (answer, answered) = tokio::sync::oneshot::channel();
+                    let question = Question {
+                        method: method.clone(),
+                        params,
+                        answer,
+                    };
+                    if questions.send(question).await.is_err() {
+                        return Err(refused(
+                            &method,
+                            "the call ended before the client answered",
+                        ));
+                    }
+                    return answered.await.unwrap_or_else(|_| {
+                        Err(refused(
+                            &method,
+                            "the client did not come back with an answer in time",
+                        ))
+                    });
+                }
             };
-            let answer = answer.map_err(|error| match error {
-                rmcp::service::ServiceError::McpError(error) => error,
-                other => refused(&method, &format!("the client did not answer: {other}")),
-            })?;
-            let answer = serde_json::to_value(&answer).map_err(|error| {
-                ErrorData::internal_error(format!("the client's answer to {method}: {error}"), None)
-            })?;
             if method == "elicitation/create" {
                 check_elicitation(&params, &answer)?;
             }
@@ -84,23 +135,19 @@ impl Asker {
     }
 
     /// The request to send, or why it is refused.
-    fn prepare(&self, method: &str, params: &Value) -> Result<ServerRequest, ErrorData> {
+    fn prepare(&self, method: &str, params: &Value) -> Result<Prepared, ErrorData> {
         if !self.policy.allows(method) {
             return Err(refused(
                 method,
                 &format!("the contract of tool `{}` does not relay it", self.tool),
             ));
         }
-        if !self.in_session {
-            return Err(refused(
-                method,
-                "the client's call is stateless: there is no session to ask it on",
-            ));
+        if let Way::Not(why) = &self.way {
+            return Err(refused(method, why));
         }
-        let capabilities = self.peer.peer_info().map(|info| info.capabilities.clone());
+        let capabilities = self.capabilities.as_ref();
         let declared = |what: &str| {
             capabilities
-                .as_ref()
                 .and_then(|c| serde_json::to_value(c).ok())
                 .is_some_and(|c| c.get(what).is_some_and(|v| !v.is_null()))
         };
@@ -116,7 +163,7 @@ impl Asker {
             "elicitation/create" if declared("elicitation") => {
                 let params: ElicitRequestParams =
                     serde_json::from_value(params.clone()).map_err(malformed)?;
-                if !elicitation_mode_declared(capabilities.as_ref(), &params) {
+                if !elicitation_mode_declared(capabilities, &params) {
                     return Err(not_declared(method, "elicitation in this mode"));
                 }
                 ServerRequest::ElicitRequest(ElicitRequest::new(params))
@@ -132,11 +179,17 @@ impl Asker {
             "roots/list" => return Err(not_declared(method, "roots")),
             _ => return Err(crate::upstream::relay::not_relayed(method)),
         };
-        // On the call's own stream, not the session's standalone one.
-        request
-            .extensions_mut()
-            .insert(OriginatingRequestId(self.origin.clone()));
-        Ok(request)
+        match &self.way {
+            Way::Stream { peer, origin } => {
+                // On the call's own stream, not the session's standalone one.
+                request
+                    .extensions_mut()
+                    .insert(OriginatingRequestId(origin.clone()));
+                Ok(Prepared::Stream(Box::new((peer.clone(), request))))
+            }
+            Way::Mrtr(questions) => Ok(Prepared::Mrtr(questions.clone())),
+            Way::Not(why) => Err(refused(method, why)),
+        }
     }
 }
 
@@ -156,7 +209,7 @@ fn elicitation_mode_declared(
 }
 
 /// An accepted form elicitation's `content` must satisfy the request's `requestedSchema`.
-fn check_elicitation(params: &Value, answer: &Value) -> Result<(), ErrorData> {
+pub(super) fn check_elicitation(params: &Value, answer: &Value) -> Result<(), ErrorData> {
     if answer.get("action").and_then(Value::as_str) != Some("accept") {
         return Ok(());
     }

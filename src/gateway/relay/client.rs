@@ -17,7 +17,7 @@ use rmcp::service::{Peer, RequestContext};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::asks::Asker;
+use super::asks::{Asker, Way};
 use crate::upstream::relay::{Asked, CallRelay, ClientRelay, severity};
 
 /// Messages waiting to be sent to one client, per call: beyond these, more are dropped (an
@@ -36,6 +36,8 @@ struct ToClient {
     sender: Option<mpsc::Sender<Relayed>>,
     /// The session's level: messages below it are not sent.
     level: Option<LoggingLevel>,
+    /// For a log message that comes after the call's answer.
+    peer: Peer<RoleServer>,
     asker: Asker,
 }
 
@@ -59,7 +61,7 @@ impl ClientRelay for ToClient {
         if self.asker.ended.is_cancelled() {
             // A message that came just after the answer (`upstream::inflight`): the session
             // still gets it, as it would have from the upstream directly.
-            let peer = self.asker.peer.clone();
+            let peer = self.peer.clone();
             tokio::spawn(async move {
                 let _ = peer.notify_logging_message(message).await;
             });
@@ -89,6 +91,9 @@ pub struct Called {
     pub policy: crate::contract::relay::RelayPolicy,
     /// Whether the call belongs to a session.
     pub in_session: bool,
+    /// A 2026-07-28 stateless call: where the upstream's requests go to be asked through MRTR
+    /// (`parked`).
+    pub questions: Option<super::parked::Questions>,
 }
 
 impl Relay {
@@ -99,12 +104,35 @@ impl Relay {
         called: Called,
     ) -> Relay {
         let progress_token = context.meta.get_progress_token();
-        let cancelled = context.ct.clone();
         let ended = tokio_util::sync::CancellationToken::new();
+        // A parked call outlives this request: it is cancelled by its own token, which each of
+        // its rounds cancels when their client goes away (`parked`).
+        let (way, capabilities, cancelled) = match (called.in_session, called.questions) {
+            (true, _) => (
+                Way::Stream {
+                    peer: context.peer.clone(),
+                    origin: context.id.clone(),
+                },
+                context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.capabilities.clone()),
+                context.ct.clone(),
+            ),
+            (false, Some(questions)) => (
+                Way::Mrtr(questions),
+                context.meta.client_capabilities(),
+                tokio_util::sync::CancellationToken::new(),
+            ),
+            (false, None) => (
+                Way::Not("the client's call is stateless: there is no session to ask it on"),
+                None,
+                context.ct.clone(),
+            ),
+        };
         let asker = Asker {
-            peer: context.peer.clone(),
-            origin: context.id.clone(),
-            in_session: called.in_session,
+            way,
+            capabilities,
             tool: called.tool,
             policy: called.policy,
             ended: ended.clone(),
@@ -121,6 +149,7 @@ impl Relay {
             client: Arc::new(ToClient {
                 sender,
                 level,
+                peer: context.peer.clone(),
                 asker,
             }),
             progress_token,
