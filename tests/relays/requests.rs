@@ -82,35 +82,42 @@ async fn a_clients_callbacks_answer_the_upstreams_requests_once_each() {
     let upstream = HttpUpstream::start(&[]);
     for http in [Some(&upstream), None] {
         let gateway = gateway(http);
-        let out = client(
-            &gateway,
-            "all",
-            json!([["test_sampling", {"prompt": "say hi"}],
-                   ["test_elicitation", {"message": "who are you?"}],
-                   ["list_roots", {}]]),
-        );
         let over = if http.is_some() { "http" } else { "stdio" };
-        assert_eq!(
-            out["called"],
-            json!({"sampling": 1, "elicitation": 1, "roots": 1}),
-            "{over}: {out}"
-        );
+        let out = client(&gateway, "all", three_asking_calls());
+        assert_each_answered_once(&out, over);
         assert_eq!(out["sampling_prompts"], json!(["say hi"]), "{over}: {out}");
         assert_eq!(
             out["elicitation_messages"],
             json!(["who are you?"]),
             "{over}: {out}"
         );
-        let (error, text) = result(&out, 0);
-        assert!(!error && text.contains("a sampled answer"), "{over}: {out}");
-        let (error, text) = result(&out, 1);
-        assert!(!error && text.contains("ada@example.com"), "{over}: {out}");
-        let (error, text) = result(&out, 2);
-        assert!(
-            !error && text.contains("file:///work/project"),
-            "{over}: {out}"
-        );
     }
+}
+
+/// A call of each of the tools that ask the client something.
+fn three_asking_calls() -> Value {
+    json!([["test_sampling", {"prompt": "say hi"}],
+           ["test_elicitation", {"message": "who are you?"}],
+           ["list_roots", {}]])
+}
+
+/// Each callback of the client ran once for [`three_asking_calls`], and each tool returned
+/// what it answered.
+fn assert_each_answered_once(out: &Value, over: &str) {
+    assert_eq!(
+        out["called"],
+        json!({"sampling": 1, "elicitation": 1, "roots": 1}),
+        "{over}: {out}"
+    );
+    let (error, text) = result(out, 0);
+    assert!(!error && text.contains("a sampled answer"), "{over}: {out}");
+    let (error, text) = result(out, 1);
+    assert!(!error && text.contains("ada@example.com"), "{over}: {out}");
+    let (error, text) = result(out, 2);
+    assert!(
+        !error && text.contains("file:///work/project"),
+        "{over}: {out}"
+    );
 }
 
 /// Proves: the upstream gets a JSON-RPC error, never an answer, when the client declared no
@@ -124,13 +131,7 @@ async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
     for http in [Some(&upstream), None] {
         let gateway = gateway(http);
         let over = if http.is_some() { "http" } else { "stdio" };
-        let none = client(
-            &gateway,
-            "none",
-            json!([["test_sampling", {"prompt": "say hi"}],
-                   ["test_elicitation", {"message": "who are you?"}],
-                   ["list_roots", {}]]),
-        );
+        let none = client(&gateway, "none", three_asking_calls());
         for n in 0..3 {
             let (error, text) = result(&none, n);
             assert!(error && text.contains("not relayed"), "{over}: {none}");
@@ -171,28 +172,8 @@ async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
     for http in [Some(&upstream), None] {
         let gateway = gateway(http);
         let over = if http.is_some() { "http" } else { "stdio" };
-        let out = client_in(
-            &gateway,
-            "all",
-            json!([["test_sampling", {"prompt": "say hi"}],
-                   ["test_elicitation", {"message": "who are you?"}],
-                   ["list_roots", {}]]),
-            "auto",
-        );
-        assert_eq!(
-            out["called"],
-            json!({"sampling": 1, "elicitation": 1, "roots": 1}),
-            "{over}: {out}"
-        );
-        let (error, text) = result(&out, 0);
-        assert!(!error && text.contains("a sampled answer"), "{over}: {out}");
-        let (error, text) = result(&out, 1);
-        assert!(!error && text.contains("ada@example.com"), "{over}: {out}");
-        let (error, text) = result(&out, 2);
-        assert!(
-            !error && text.contains("file:///work/project"),
-            "{over}: {out}"
-        );
+        let out = client_in(&gateway, "all", three_asking_calls(), "auto");
+        assert_each_answered_once(&out, over);
         for tool in ["test_sampling", "test_elicitation", "list_roots"] {
             let receipts = receipts_json(&gateway.config_path(), &["--tool", tool]);
             assert_eq!(
@@ -238,8 +219,10 @@ async fn stateless(
 async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
     let upstream = HttpUpstream::start(&[]);
     let gateway = gateway(Some(&upstream));
+    let elicit =
+        |key, arguments, extra| stateless(&gateway, key, "test_elicitation", arguments, extra);
     let who = json!({"message": "who are you?"});
-    let asked = stateless(&gateway, KEY, "test_elicitation", who.clone(), json!({})).await;
+    let asked = elicit(KEY, who.clone(), json!({})).await;
     let asked = &asked["result"];
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let question = &asked["inputRequests"]["upstream-1"];
@@ -259,69 +242,34 @@ async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
                 .as_str()
                 .is_some_and(|m| m.contains("requestState names no call"))
     };
-    let by_bob = stateless(
-        &gateway,
-        BOB_KEY,
-        "test_elicitation",
-        who.clone(),
-        answer(&state),
-    )
-    .await;
+    let by_bob = elicit(BOB_KEY, who.clone(), answer(&state)).await;
     assert!(refused(&by_bob), "another caller: {by_bob}");
     let other_arguments = json!({"message": "someone else?"});
-    let other = stateless(
-        &gateway,
-        KEY,
-        "test_elicitation",
-        other_arguments,
-        answer(&state),
-    )
-    .await;
+    let other = elicit(KEY, other_arguments, answer(&state)).await;
     assert!(refused(&other), "other arguments: {other}");
     let made_up = answer("0b7e2d4a-0000-4000-8000-000000000000");
-    let made_up = stateless(&gateway, KEY, "test_elicitation", who.clone(), made_up).await;
+    let made_up = elicit(KEY, who.clone(), made_up).await;
     assert!(refused(&made_up), "a made-up state: {made_up}");
 
-    let answered = stateless(
-        &gateway,
-        KEY,
-        "test_elicitation",
-        who.clone(),
-        answer(&state),
-    )
-    .await;
+    let answered = elicit(KEY, who.clone(), answer(&state)).await;
     let result = &answered["result"];
     assert_eq!(result["isError"], false, "{answered}");
     assert!(
         result_text(result).contains("ada@example.com"),
         "{answered}"
     );
-    let replayed = stateless(
-        &gateway,
-        KEY,
-        "test_elicitation",
-        who.clone(),
-        answer(&state),
-    )
-    .await;
+    let replayed = elicit(KEY, who.clone(), answer(&state)).await;
     assert!(refused(&replayed), "a replay: {replayed}");
 
     let outside = json!({"message": "answer outside the schema"});
-    let asked = stateless(
-        &gateway,
-        KEY,
-        "test_elicitation",
-        outside.clone(),
-        json!({}),
-    )
-    .await;
+    let asked = elicit(KEY, outside.clone(), json!({})).await;
     let state = asked["result"]["requestState"]
         .as_str()
         .expect("requestState")
         .to_string();
     let bad = json!({"requestState": state, "inputResponses": {"upstream-1": {
         "action": "accept", "content": {"username": 5}}}});
-    let bad = stateless(&gateway, KEY, "test_elicitation", outside, bad).await;
+    let bad = elicit(KEY, outside, bad).await;
     assert_eq!(bad["result"]["isError"], true, "{bad}");
     assert!(
         result_text(&bad["result"]).contains("outside the requestedSchema"),

@@ -47,7 +47,29 @@ fn text_of(response: Response) -> String {
     }
 }
 
-fn asked(response: Response) -> InputRequiredResult {
+/// Runs `call` bound to `binding("a")`, its questions coming on `receiver`.
+async fn run_call(
+    parked: &ParkedCalls,
+    call: Call,
+    receiver: mpsc::Receiver<Question>,
+) -> Response {
+    parked
+        .run(
+            binding("a"),
+            call,
+            receiver,
+            CancellationToken::new(),
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+}
+
+/// Runs a call that asks an elicitation, bound to `binding("a")`: its question.
+async fn park_asking(parked: &ParkedCalls) -> InputRequiredResult {
+    let (sender, receiver) = questions();
+    let call = asking_call(sender, "elicitation/create");
+    let response = run_call(parked, call, receiver).await;
     match response {
         Ok(CallToolResponse::InputRequired(asked)) => asked,
         other => panic!("not a question: {other:?}"),
@@ -64,16 +86,7 @@ async fn a_call_that_asks_nothing_is_answered_as_it_is() {
             ContentBlock::text("done"),
         ])))
     });
-    let answer = parked
-        .run(
-            binding("a"),
-            call,
-            receiver,
-            CancellationToken::new(),
-            None,
-            Duration::from_secs(5),
-        )
-        .await;
+    let answer = run_call(&parked, call, receiver).await;
     assert_eq!(text_of(answer), "done");
     assert!(parked.lock().is_empty());
 }
@@ -85,20 +98,7 @@ async fn a_call_that_asks_nothing_is_answered_as_it_is() {
 #[tokio::test]
 async fn a_parked_call_goes_on_with_its_own_clients_answer_once() {
     let parked = ParkedCalls::default();
-    let (sender, receiver) = questions();
-    let call = asking_call(sender, "elicitation/create");
-    let question = asked(
-        parked
-            .run(
-                binding("a"),
-                call,
-                receiver,
-                CancellationToken::new(),
-                None,
-                Duration::from_secs(5),
-            )
-            .await,
-    );
+    let question = park_asking(&parked).await;
     let state = question.request_state.clone().expect("a state");
     let requests = question.input_requests.expect("requests");
     let request = serde_json::to_value(&requests["upstream-1"]).expect("serializes");
@@ -141,20 +141,7 @@ async fn missing_or_malformed_answers_are_errors_upstream() {
         (json!({"upstream-1": {"roots": "none"}}), "malformed"),
     ] {
         let parked = ParkedCalls::default();
-        let (sender, receiver) = questions();
-        let call = asking_call(sender, "elicitation/create");
-        let question = asked(
-            parked
-                .run(
-                    binding("a"),
-                    call,
-                    receiver,
-                    CancellationToken::new(),
-                    None,
-                    Duration::from_secs(5),
-                )
-                .await,
-        );
+        let question = park_asking(&parked).await;
         let state = question.request_state.expect("a state");
         let responses: InputResponses = serde_json::from_value(responses).expect("responses parse");
         let answer = parked
