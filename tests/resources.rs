@@ -4,6 +4,8 @@
 //! completions are checked; reads and gets leave receipts.
 
 mod common;
+#[path = "resources/listen.rs"]
+mod listen;
 
 use common::{BOB, CAROL, Gateway, KEY, client, demo_stdio_config, hash_key, receipts_json};
 use rmcp::model::{

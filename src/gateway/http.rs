@@ -65,8 +65,9 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     let rmcp_sessions = Arc::new(LocalSessionManager::default());
+    let handler_live = live.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(McpHandler::default()),
+        move || Ok(McpHandler::new(handler_live.clone())),
         rmcp_sessions.clone(),
         mcp_config,
     );

@@ -38,6 +38,18 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 #[derive(Clone, Default)]
 pub struct McpHandler {
     subscribed: super::subscriptions::Subscribed,
+    /// The running versions, for what rmcp asks outside any request (`get_info`: the
+    /// capabilities a `subscriptions/listen` filter is held to).
+    live: Option<Arc<super::live::Live>>,
+}
+
+impl McpHandler {
+    pub fn new(live: Arc<super::live::Live>) -> McpHandler {
+        McpHandler {
+            subscribed: Default::default(),
+            live: Some(live),
+        }
+    }
 }
 
 /// The admission of the HTTP request behind `extensions` (an rmcp context's).
@@ -71,13 +83,15 @@ fn inbound(context: &RequestContext<RoleServer>) -> Inbound<'_> {
 impl ServerHandler for McpHandler {
     #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 clients use it
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        if let Some(live) = &self.live {
+            declare_capabilities(&live.current(), &mut capabilities);
+        }
+        ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Tools behind this gateway are governed by contracts: arguments and results outside \
@@ -129,27 +143,18 @@ impl ServerHandler for McpHandler {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        Some(super::subscriptions::accepted_filter(requested))
     }
 
-    /// The 2026-07-28 way to learn of tool-list changes: a `subscriptions/listen` stream.
+    /// The 2026-07-28 way to learn of changes: a `subscriptions/listen` stream
+    /// (`subscriptions::listen`).
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = admitted_of(&context.request_context().extensions)?
-            .gateway
-            .watch_tools();
-        changes.mark_unchanged();
-        loop {
-            tokio::select! {
-                _ = context.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if changed.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        let admitted = admitted_of(&context.request_context().extensions)?;
+        let gateway = admitted.gateway.clone();
+        let caller = caller_of(admitted)?.clone();
+        super::subscriptions::listen(gateway, caller, context).await
     }
 
     /// The default `initialize`, inside its SERVER span (like every request the gateway serves).
