@@ -2,7 +2,7 @@
 //! gateway in front of the demo upstream: the client's `_meta`, the Origin of a same-origin page,
 //! the protocol version a client is offered, caching hints (`relays/meta.rs`); progress, logging
 //! and cancellation (`relays/notifications.rs`); and the upstream's requests to the client
-//! (`relays/requests.rs`).
+//! (`relays/requests.rs`, and across replicas `relays/passed_on.rs`).
 
 mod common;
 
@@ -17,3 +17,6 @@ mod logging;
 
 #[path = "relays/requests.rs"]
 mod requests;
+
+#[path = "relays/passed_on.rs"]
+mod passed_on;

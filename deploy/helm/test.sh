@@ -87,6 +87,9 @@ for kind in ["ConfigMap", "Deployment", "PodDisruptionBudget", "Secret", "Servic
 deployment = docs[("Deployment", "gw-narrowgate")]
 pod = deployment["spec"]["template"]
 container = pod["spec"]["containers"][0]
+env = {e["name"]: e for e in container["env"]}
+check(env.get("NARROWGATE_REPLICA_URL", {}).get("value") == "http://$(POD_IP):8080/mcp", "no NARROWGATE_REPLICA_URL from the pod's IP")
+check(env.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP", "POD_IP is not the pod's IP")
 check(container["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness probe is not /healthz")
 check(container["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe is not /readyz")
 sc, psc = container["securityContext"], pod["spec"]["securityContext"]

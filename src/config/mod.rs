@@ -124,6 +124,15 @@ pub struct Config {
     /// `POST /approvals/{id}`; nobody may decide their own call.
     #[serde(default)]
     pub approvers: Vec<String>,
+    /// This replica's MCP endpoint as the other replicas reach it (`http://10.0.0.5:8080/mcp`),
+    /// with `state: redis://…`: a 2026-07-28 client's answer to a question asked by this
+    /// replica (a stateless call parked while the upstream asks the client something) that
+    /// reaches another replica is passed on to this one. Defaults to `http://{listen}{path}`
+    /// when `listen` names a concrete address, none for `0.0.0.0`/`[::]` (then such an answer
+    /// is refused). The environment variable `NARROWGATE_REPLICA_URL` overrides it.
+    #[serde(default)]
+    #[schemars(pattern(or_env_reference("https?://.+")))]
+    pub replica_url: Option<String>,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -406,6 +415,9 @@ impl Config {
         if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
             config.listen = listen;
         }
+        if let Ok(url) = std::env::var("NARROWGATE_REPLICA_URL") {
+            config.replica_url = Some(url);
+        }
         config.resolve_paths();
         config.validate()?;
         Ok(config)
@@ -463,6 +475,16 @@ impl Config {
                 "`{other}` must be `memory` or a redis://host:port URL"
             )),
         }
+    }
+
+    /// This replica's MCP endpoint for the other replicas: `replica_url`, else `listen` and
+    /// `path` when `listen` is a concrete address.
+    pub fn own_replica_url(&self) -> Option<String> {
+        if let Some(url) = &self.replica_url {
+            return Some(url.clone());
+        }
+        let listen = self.listen_addr();
+        (!listen.ip().is_unspecified()).then(|| format!("http://{listen}{}", self.path))
     }
 
     /// The socket address to listen on (validated at load).

@@ -19,6 +19,16 @@ impl Config {
         if let Some((key, message)) = self.http.problem() {
             return err(&format!("http.{key}"), message);
         }
+        if let Some(url) = &self.replica_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return err(
+                "replica_url",
+                format!(
+                    "`{url}` must be an http:// or https:// URL of this replica's MCP endpoint"
+                ),
+            );
+        }
         if !self.path.starts_with('/') || self.path.len() < 2 {
             return err("path", format!("`{}` must be a path like /mcp", self.path));
         }

@@ -189,6 +189,9 @@ impl Gateway {
                 .unwrap_or_else(|| Arc::new(watch::Sender::new(0))),
         };
         gateway.rebuild_catalog();
+        gateway
+            .parked
+            .set_holders(relay::holders::Holders::from_config(&gateway.config).map(Arc::new));
         Ok(Arc::new(gateway))
     }
 

@@ -79,6 +79,13 @@ pub(super) async fn answer_tools_call(
         },
         _ => Reach::default(),
     };
+    // What a call sent again with a state held by another replica is passed on with
+    // (`relay::holders`): the client's request id and `_meta` as it sent them.
+    let passed_on = inbound
+        .parts
+        .is_some_and(|p| p.headers.contains_key(super::relay::holders::PASSED_ON));
+    let pass_on = (stateless && request.request_state.is_some() && !passed_on)
+        .then(|| (inbound.id.clone(), inbound.meta.clone(), inbound.parts));
     // How long a parked call's record is kept: as long as the call may run.
     let lifetime = exposed.map(|t| gateway.longest_run(&t.contract));
     drop(catalog);
@@ -94,8 +101,9 @@ pub(super) async fn answer_tools_call(
             )),
         };
         // A call sent again with the answers to the questions of a call parked here goes on
-        // with that call. A state that is neither that nor an approval question (which the
-        // approval step checks) was never this gateway's: refused, never run as a new call.
+        // with that call; one parked on another replica is passed on to it. A state that is
+        // none of these nor an approval question (which the approval step checks) was never
+        // this gateway's: refused, never run as a new call.
         if let Some(state) = request.request_state.as_deref().filter(|_| stateless) {
             if gateway.parked.holds(state) {
                 let gone = parking.and_then(|p| p.client_gone);
@@ -103,6 +111,14 @@ pub(super) async fn answer_tools_call(
                     .parked
                     .resume(state, &binding(), request.input_responses.take(), gone)
                     .await;
+            }
+            if let (Some(holders), Some((id, meta, Some(parts)))) =
+                (gateway.parked.holders(), &pass_on)
+                && let Some(holder) = holders.holder(state).await
+            {
+                let mut params = request.clone();
+                params.meta = Some(meta.clone());
+                return holders.pass_on(&holder, parts, id, &params).await;
             }
             if reach.mrtr.is_none() {
                 return Err(parked::unknown_state());

@@ -14,9 +14,9 @@ use crate::common::{
 };
 
 /// A second caller's key.
-const BOB_KEY: &str = "test-key-bob";
+pub(super) const BOB_KEY: &str = "test-key-bob";
 
-const CONTRACT: &str = "upstream: demo
+pub(super) const CONTRACT: &str = "upstream: demo
 tools:
   test_sampling:
     input: { type: object, properties: { prompt: { type: string } }, required: [prompt] }
@@ -188,7 +188,7 @@ async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
 
 /// A stateless `tools/call` of `tool` with `arguments` as the caller with `key`, its client
 /// declaring elicitation, with `extra` merged into `params`: the JSON-RPC reply's message.
-async fn stateless(
+pub(super) async fn stateless(
     gateway: &Gateway,
     key: &str,
     tool: &str,

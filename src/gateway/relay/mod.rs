@@ -7,6 +7,7 @@
 
 pub mod asks;
 pub mod client;
+pub mod holders;
 pub mod levels;
 pub mod meta;
 pub mod parked;

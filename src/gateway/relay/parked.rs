@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use opentelemetry::trace::FutureExt as _;
@@ -34,6 +34,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
+
+use super::holders::Holders;
 
 /// Calls parked at most: beyond it a new question is refused (the upstream gets an error)
 /// rather than the store growing.
@@ -80,6 +82,9 @@ pub fn questions() -> (Questions, mpsc::Receiver<Question>) {
 #[derive(Default)]
 pub struct ParkedCalls {
     calls: Mutex<HashMap<String, Parked>>,
+    /// The fleet's record of who holds which call (`holders`), with `state: redis://…`; set
+    /// by each version of the configuration.
+    holders: std::sync::RwLock<Option<Arc<Holders>>>,
 }
 
 /// A call waiting for its client.
@@ -156,6 +161,10 @@ impl ParkedCalls {
         let Some(parked) = parked else {
             return Err(unknown_state());
         };
+        if let Some(holders) = self.holders() {
+            let state = state.to_string();
+            tokio::spawn(async move { holders.forget(&state).await });
+        }
         let Parked {
             binding,
             until,
@@ -232,14 +241,19 @@ impl ParkedCalls {
             }
             Running::Spawned(call) => call,
         };
-        Ok(CallToolResponse::InputRequired(self.park(
+        let asked = self.park(
             binding,
             asked,
             round.questions,
             call,
             round.cancel,
             lifetime,
-        )))
+        );
+        // Recorded before the client has the state, so any replica can find the call.
+        if let (Some(holders), Some(state)) = (self.holders(), asked.request_state.as_deref()) {
+            holders.record(state, lifetime + KEPT_AFTER).await;
+        }
+        Ok(CallToolResponse::InputRequired(asked))
     }
 
     /// Keeps the call under a fresh state; its question for the client.
@@ -298,6 +312,19 @@ impl ParkedCalls {
             );
         }
         InputRequiredResult::new(Some(requests), Some(state))
+    }
+
+    /// Uses `holders` (the current configuration's) to tell the fleet which calls are here.
+    pub fn set_holders(&self, holders: Option<Arc<Holders>>) {
+        *self.holders.write().unwrap_or_else(|p| p.into_inner()) = holders;
+    }
+
+    /// The fleet's record of parked calls, if the configuration shares state.
+    pub fn holders(&self) -> Option<Arc<Holders>> {
+        self.holders
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Whether `state` names a call parked here (it may still be refused for another binding).
