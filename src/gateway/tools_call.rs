@@ -81,13 +81,17 @@ pub(super) async fn answer_tools_call(
     };
     // What a call sent again with a state held by another replica is passed on with
     // (`relay::holders`): the client's request id and `_meta` as it sent them.
-    let passed_on = inbound
-        .parts
-        .is_some_and(|p| p.headers.contains_key(super::relay::holders::PASSED_ON));
-    let pass_on = (stateless && request.request_state.is_some() && !passed_on)
-        .then(|| (inbound.id.clone(), inbound.meta.clone(), inbound.parts));
+    let pass_on = (stateless && request.request_state.is_some())
+        .then_some(inbound.parts)
+        .filter(|parts| {
+            parts.is_none_or(|p| !p.headers.contains_key(super::relay::holders::PASSED_ON))
+        })
+        .map(|parts| (inbound.id.clone(), inbound.meta.clone(), parts));
     // How long a parked call's record is kept: as long as the call may run.
-    let lifetime = exposed.map(|t| gateway.longest_run(&t.contract));
+    let lifetime = parking
+        .as_ref()
+        .and(exposed)
+        .map(|t| gateway.longest_run(&t.contract));
     drop(catalog);
     telemetry::serve("tools/call", tool.as_deref(), inbound, async || {
         let caller = caller?;
