@@ -14,8 +14,9 @@
 //! rmcp keeps everything else: the handshake, `tools/list`, pings, the standalone stream, and
 //! re-initialising an expired session. A call the upstream answers with 404 on its session is
 //! handed back ([`Forwarded::Declined`]) and goes through rmcp, whose new session the next calls
-//! then use. Upstreams that negotiate 2026-07-28 or later (standard request headers) stay on
-//! rmcp's path entirely.
+//! then use. An upstream that negotiated 2026-07-28 or later has no session: each call goes
+//! alone, saying what it is in the standard headers (`Mcp-Method`, `Mcp-Name`) and who sends it
+//! in `_meta` (protocol version, client info and capabilities), as rmcp's client would send it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +25,8 @@ use std::time::Duration;
 use http::{HeaderValue, StatusCode, header};
 #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, LoggingMessageNotificationParam, MetaObject,
-    RequestId, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientConfig, ErrorData,
+    LoggingMessageNotificationParam, MetaObject, RequestId, RequestMetaObject, ServerResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -78,6 +79,8 @@ pub struct Forwarder {
     replies: Arc<Replies>,
     /// Where the answer stream's `notifications/progress` go (`relay`).
     progress: Arc<ProgressRoutes>,
+    /// What a stateless (2026-07-28) call carries in `_meta` about its sender.
+    stateless_meta: serde_json::Map<String, Value>,
 }
 
 /// The answers to an upstream's requests under way, bounded.
@@ -169,7 +172,27 @@ impl Forwarder {
                 unanswered: AtomicU64::new(0),
             }),
             progress,
+            stateless_meta: serde_json::Map::new(),
         }
+    }
+
+    /// The same forwarder, telling a stateless (2026-07-28) upstream in each call's `_meta`
+    /// that `client` sends it, as rmcp's client says it in every request.
+    pub fn identified_as(mut self, client: &ClientConfig) -> Forwarder {
+        let meta = &mut self.stateless_meta;
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            json!(rmcp::model::ProtocolVersion::V_2026_07_28),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            json!(client.client_info),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            json!(client.capabilities),
+        );
+        self
     }
 
     /// Sends the call and reads its answer, or declines it when rmcp must send it.
@@ -184,6 +207,18 @@ impl Forwarder {
             )
             .into(),
         );
+        let stateless = if session.stateless {
+            match self.stateless(&session, params) {
+                Some(stateless) => Some(stateless),
+                None => return Forwarded::Declined,
+            }
+        } else {
+            None
+        };
+        let (headers, params) = match &stateless {
+            Some((headers, params)) => (headers, params),
+            None => (&session.headers, params),
+        };
         let body = match serde_json::to_vec(&OutgoingCall {
             jsonrpc: "2.0",
             id: &id,
@@ -201,14 +236,14 @@ impl Forwarder {
         };
         let sent = match &self.h1 {
             Some(h1) => h1
-                .post(&session.headers, &body)
+                .post(headers, &body)
                 .await
                 .map(Answer::Own)
                 .map_err(|e| self.lost(&e)),
             None => self
                 .http
                 .post(self.url.clone())
-                .headers(session.headers.clone())
+                .headers(headers.clone())
                 .body(body)
                 .send()
                 .await
@@ -226,6 +261,25 @@ impl Forwarder {
         };
         cancel.armed = false;
         answer
+    }
+
+    /// The headers and parameters of a stateless call: the session's headers with `Mcp-Method`
+    /// and `Mcp-Name`, and `_meta` saying who sends it. `None` for a tool name no header can
+    /// carry: rmcp sends that one.
+    fn stateless(
+        &self,
+        session: &Session,
+        params: &CallToolRequestParams,
+    ) -> Option<(http::HeaderMap, CallToolRequestParams)> {
+        let mut headers = session.headers.clone();
+        headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+        headers.insert("mcp-name", HeaderValue::from_str(&params.name).ok()?);
+        let mut params = params.clone();
+        let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
+        for (key, value) in &self.stateless_meta {
+            meta.insert(key.clone(), value.clone());
+        }
+        Some((headers, params))
     }
 
     async fn read_answer(

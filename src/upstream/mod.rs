@@ -10,6 +10,7 @@ mod events;
 mod forward;
 mod h1;
 mod inflight;
+mod listen;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
@@ -100,6 +101,8 @@ pub enum Status {
 pub struct Snapshot {
     pub status: Status,
     pub tools: Arc<Vec<Tool>>,
+    /// The MCP version the current connection negotiated (`2026-07-28`, `2025-11-25`, ...).
+    pub protocol: Option<String>,
 }
 
 struct Current {
@@ -108,6 +111,7 @@ struct Current {
     /// HTTP upstreams: `tools/call` sent on `peer`'s session without going through rmcp.
     forwarder: Option<Arc<Forwarder>>,
     tools: Arc<Vec<Tool>>,
+    protocol: Option<String>,
 }
 
 /// How a call reaches a connected upstream.
@@ -157,6 +161,7 @@ impl Upstream {
                 peer: None,
                 forwarder: None,
                 tools: Arc::new(Vec::new()),
+                protocol: None,
             }),
             progress: Arc::default(),
             in_flight: Arc::default(),
@@ -168,6 +173,7 @@ impl Upstream {
         Snapshot {
             status: current.status.clone(),
             tools: current.tools.clone(),
+            protocol: current.protocol.clone(),
         }
     }
 
@@ -175,7 +181,10 @@ impl Upstream {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         current.status = status;
         (current.peer, current.forwarder) = match route {
-            Some(route) => (Some(route.peer), route.forwarder),
+            Some(route) => {
+                current.protocol = listen::protocol_of(&route.peer);
+                (Some(route.peer), route.forwarder)
+            }
             None => (None, None),
         };
         if let Some(tools) = tools {
@@ -400,10 +409,14 @@ impl Upstream {
                     match peer.list_all_tools().await {
                         Err(e) => format!("listing tools failed: {e}"),
                         Ok(tools) => {
-                            tracing::info!(upstream = %self.name, tools = tools.len(), "upstream connected");
+                            tracing::info!(upstream = %self.name, tools = tools.len(), protocol = listen::protocol_of(&peer).as_deref().unwrap_or("unknown"), "upstream connected");
                             backoff.reset();
                             self.set(Status::Up, Some(route()), Some(tools));
                             let _ = changed.send(self.name.clone());
+                            // A 2026-07-28 upstream's list changes come on a stream of their
+                            // own, open while this connection is (`listen.rs`).
+                            let _listening =
+                                listen::start(&self.name, &peer, tools_changed.clone());
                             // Dropping `ended_by_peer` (on stop or on a failed re-list) cancels
                             // the connection, which also ends a stdio child.
                             let ended_by_peer = connection.waiting();

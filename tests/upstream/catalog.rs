@@ -208,6 +208,11 @@ pub fn base_tools() -> Vec<Tool> {
     ]
 }
 
+/// The tool `--modern-only-tool` offers to 2026-07-28 clients only.
+pub fn modern_only_tool(name: &'static str) -> Tool {
+    Tool::new(name, "Offered only on MCP 2026-07-28.", no_params())
+}
+
 pub fn extra_tool() -> Tool {
     Tool::new(
         "extra",

@@ -82,6 +82,21 @@ pub struct DemoUpstream {
     session: Arc<Session>,
     /// The HTTP session manager, when serving Streamable HTTP with sessions (`test_reconnection`).
     sessions: Option<Arc<Sessions>>,
+    /// Offers the `modern_only` tool to 2026-07-28 clients (`--modern-only-tool`).
+    modern_only_tool: bool,
+    /// Answers `server/discover` as a legacy server would, so clients use `initialize`
+    /// (`--legacy`).
+    legacy: bool,
+}
+
+/// The tool offered only to 2026-07-28 clients with `--modern-only-tool`.
+const MODERN_ONLY: &str = "modern_only";
+
+/// Whether the request came on a protocol without `initialize` (2026-07-28 or later).
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
 }
 
 impl Default for DemoUpstream {
@@ -111,7 +126,21 @@ impl DemoUpstream {
             session: Session::new(&shared),
             shared,
             sessions: None,
+            modern_only_tool: false,
+            legacy: false,
         }
+    }
+
+    /// The same handler, offering `modern_only` to 2026-07-28 clients (`true`).
+    pub fn with_modern_only_tool(mut self, on: bool) -> Self {
+        self.modern_only_tool = on;
+        self
+    }
+
+    /// The same handler, refusing `server/discover` as a legacy server does (`true`).
+    pub fn legacy(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
     }
 
     /// The same handler, able to close its callers' SSE streams through `sessions`.
@@ -130,6 +159,8 @@ impl DemoUpstream {
             shared: Arc::clone(&self.shared),
             session: Session::new(&self.shared),
             sessions: self.sessions.clone(),
+            modern_only_tool: self.modern_only_tool,
+            legacy: self.legacy,
         }
     }
 
@@ -260,9 +291,32 @@ impl ServerHandler for DemoUpstream {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        let mut tools = self.tools();
+        if self.modern_only_tool && is_modern(&context) {
+            tools.push(catalog::modern_only_tool(MODERN_ONLY));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// A legacy server knows no `server/discover`: with `--legacy`, method not found, which
+    /// tells a client to fall back to `initialize`.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        if self.legacy {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "Method not found: server/discover",
+                None,
+            ));
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -274,6 +328,14 @@ impl ServerHandler for DemoUpstream {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.modern_only_tool && request.name == MODERN_ONLY && is_modern(&context) {
+            return Ok(
+                CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    "spoken in 2026-07-28",
+                )])
+                .into(),
+            );
+        }
         let result: CallToolResult = tools::call(self, &request, &context).await?;
         Ok(result.into())
     }

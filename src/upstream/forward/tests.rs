@@ -22,6 +22,7 @@ fn session() -> Arc<Session> {
     Arc::new(Session {
         headers: http::HeaderMap::new(),
         has_session_id: true,
+        stateless: false,
     })
 }
 
@@ -138,6 +139,7 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
     client.tap.set(Some(Session {
         headers,
         has_session_id: true,
+        stateless: false,
     }));
     let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx, Default::default());
     let params = CallToolRequestParams::new("echo");
