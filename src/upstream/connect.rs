@@ -240,6 +240,10 @@ pub async fn connect(
             if let Some(stderr) = stderr {
                 tokio::spawn(super::stderr::log_stderr(name.to_string(), stderr));
             }
+            // Still `initialize` (2025-11-25): rmcp's stdio transport carries `server/discover`
+            // too, but a stdio server that ignores a request before `initialize` (not checked
+            // against the Python and Node servers operators run) would cost Auto's 10 s probe
+            // on every start and restart of the child. Left for when that is checked.
             let connection = handler
                 .serve(child)
                 .await

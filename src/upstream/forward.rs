@@ -192,6 +192,10 @@ impl Forwarder {
             "io.modelcontextprotocol/clientCapabilities".into(),
             json!(client.capabilities),
         );
+        // 2026-07-28 has no `logging/setLevel`: the level goes with each request. Every level,
+        // as the gateway asks of a legacy upstream (`relay::ask_for_every_log`); each client
+        // hears only what its own level lets through.
+        meta.insert("io.modelcontextprotocol/logLevel".into(), json!("debug"));
         self
     }
 
@@ -557,9 +561,17 @@ impl Forwarder {
 
     /// A POST of `message` on `session`, bounded by [`NOTICE_TIMEOUT`].
     fn notice(&self, session: &Session, message: Value) -> reqwest::RequestBuilder {
+        let mut headers = session.headers.clone();
+        // A stateless (2026-07-28) upstream reads what a message is from its `Mcp-Method`.
+        if session.stateless
+            && let Some(method) = message.get("method").and_then(Value::as_str)
+            && let Ok(value) = HeaderValue::from_str(method)
+        {
+            headers.insert("mcp-method", value);
+        }
         self.http
             .post(self.url.clone())
-            .headers(session.headers.clone())
+            .headers(headers)
             .timeout(NOTICE_TIMEOUT)
             .body(message.to_string())
     }
