@@ -200,7 +200,8 @@ impl Forwarder {
     }
 
     /// Sends the call and reads its answer, or declines it when rmcp must send it.
-    pub async fn call(&self, params: &CallToolRequestParams) -> Forwarded {
+    /// A stateless call gets the sender's `_meta` keys added to `params` in place (no copy).
+    pub async fn call(&self, params: &mut CallToolRequestParams) -> Forwarded {
         let Some(session) = self.tap.current() else {
             return Forwarded::Declined;
         };
@@ -213,16 +214,14 @@ impl Forwarder {
         );
         let stateless = if session.stateless {
             match self.stateless(&session, params) {
-                Some(stateless) => Some(stateless),
+                Some(headers) => Some(headers),
                 None => return Forwarded::Declined,
             }
         } else {
             None
         };
-        let (headers, params) = match &stateless {
-            Some((headers, params)) => (headers, params),
-            None => (&session.headers, params),
-        };
+        let headers = stateless.as_ref().unwrap_or(&session.headers);
+        let params = &*params;
         let body = match serde_json::to_vec(&OutgoingCall {
             jsonrpc: "2.0",
             id: &id,
@@ -273,17 +272,16 @@ impl Forwarder {
     fn stateless(
         &self,
         session: &Session,
-        params: &CallToolRequestParams,
-    ) -> Option<(http::HeaderMap, CallToolRequestParams)> {
+        params: &mut CallToolRequestParams,
+    ) -> Option<http::HeaderMap> {
         let mut headers = session.headers.clone();
         headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
         headers.insert("mcp-name", HeaderValue::from_str(&params.name).ok()?);
-        let mut params = params.clone();
         let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
         for (key, value) in &self.stateless_meta {
             meta.insert(key.clone(), value.clone());
         }
-        Some((headers, params))
+        Some(headers)
     }
 
     async fn read_answer(

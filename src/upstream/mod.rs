@@ -264,12 +264,12 @@ impl Upstream {
     async fn send(
         &self,
         route: Route,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         relay: Option<&Arc<relay::CallRelay>>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
-            && let Forwarded::Answered(result) = forwarder.call(&params).await
+            && let Forwarded::Answered(result) = forwarder.call(&mut params).await
         {
             return result;
         }

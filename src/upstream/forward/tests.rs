@@ -142,8 +142,8 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         stateless: false,
     }));
     let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx, Default::default());
-    let params = CallToolRequestParams::new("echo");
-    match forwarder.call(&params).await {
+    let mut params = CallToolRequestParams::new("echo");
+    match forwarder.call(&mut params).await {
         Forwarded::Answered(Ok(result)) => {
             let text = serde_json::to_string(&result.content).expect("json");
             assert!(text.contains("resumed"), "{text}");
