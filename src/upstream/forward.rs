@@ -35,6 +35,7 @@ use tokio::sync::Notify;
 
 use super::CallError;
 use super::h1::{self, Http1Client};
+use super::mrtr;
 use super::relay::{self, ProgressRoutes};
 use super::sse::EventSplitter;
 use super::tap::{Session, SessionTap, TappedClient};
@@ -53,6 +54,19 @@ const MAX_REPLIES_POSTING: usize = 16;
 /// Answers waiting for their turn, per upstream; requests beyond these are not answered (and
 /// counted in the log): an upstream that floods gets no answer to the flood.
 const MAX_REPLIES_WAITING: usize = 256;
+
+/// What became of one round of a call.
+enum Sent {
+    Answered(Result<Reply, CallError>),
+    Declined,
+}
+
+/// The upstream's answer to one round: the tool's result, or a request for input (`mrtr`).
+#[derive(Debug)]
+enum Reply {
+    Complete(CallToolResult),
+    InputRequired(mrtr::InputRequired),
+}
 
 /// What became of a call offered to the [`Forwarder`].
 pub enum Forwarded {
@@ -129,8 +143,10 @@ struct CancelUnlessAnswered<'a> {
 
 impl Drop for CancelUnlessAnswered<'_> {
     fn drop(&mut self) {
-        // Answered (every call that completes): nothing to do.
-        if !self.armed {
+        // Answered (every call that completes): nothing to do. On a stateless (2026-07-28)
+        // upstream, closing the answer stream (dropping it, which closes its connection) is
+        // the cancellation, and `notifications/cancelled` is not expected.
+        if !self.armed || self.session.stateless {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -199,11 +215,36 @@ impl Forwarder {
         self
     }
 
-    /// Sends the call and reads its answer, or declines it when rmcp must send it.
-    /// A stateless call gets the sender's `_meta` keys added to `params` in place (no copy).
+    /// Sends the call and reads its answer, or declines it when rmcp must send it. An upstream
+    /// that answers with an `InputRequiredResult` (2026-07-28) gets the call again with the
+    /// calling client's answers (`mrtr`). A stateless call gets the sender's `_meta` keys added
+    /// to `params` in place (no copy).
     pub async fn call(&self, params: &mut CallToolRequestParams) -> Forwarded {
+        mrtr::clear(params);
+        let mut round = 0;
+        loop {
+            let required = match self.call_once(params).await {
+                Sent::Answered(Ok(Reply::Complete(result))) => {
+                    return Forwarded::Answered(Ok(result));
+                }
+                Sent::Answered(Ok(Reply::InputRequired(required))) => required,
+                Sent::Answered(Err(error)) => return Forwarded::Answered(Err(error)),
+                Sent::Declined => return Forwarded::Declined,
+            };
+            round += 1;
+            let call = relay::current();
+            if let Err(failed) =
+                mrtr::answer_round(&self.upstream, required, round, call, params).await
+            {
+                return Forwarded::Answered(Ok(failed));
+            }
+        }
+    }
+
+    /// One round of the call: sends it and reads its answer.
+    async fn call_once(&self, params: &mut CallToolRequestParams) -> Sent {
         let Some(session) = self.tap.current() else {
-            return Forwarded::Declined;
+            return Sent::Declined;
         };
         let id = RequestId::String(
             format!(
@@ -215,7 +256,7 @@ impl Forwarder {
         let stateless = if session.stateless {
             match self.stateless(&session, params) {
                 Some(headers) => Some(headers),
-                None => return Forwarded::Declined,
+                None => return Sent::Declined,
             }
         } else {
             None
@@ -229,7 +270,7 @@ impl Forwarder {
             params,
         }) {
             Ok(body) => body,
-            Err(_) => return Forwarded::Declined,
+            Err(_) => return Sent::Declined,
         };
         let mut cancel = CancelUnlessAnswered {
             armed: true,
@@ -254,13 +295,13 @@ impl Forwarder {
                 .map_err(|e| self.lost(&e)),
         };
         let answer = match sent {
-            Err(lost) => Forwarded::Answered(Err(lost)),
+            Err(lost) => Sent::Answered(Err(lost)),
             Ok(answer) if answer.status() == StatusCode::NOT_FOUND && session.has_session_id => {
                 tracing::debug!(upstream = %self.upstream, "session expired: the call goes through a new one");
                 self.tap.forget(&session);
-                Forwarded::Declined
+                Sent::Declined
             }
-            Ok(answer) => Forwarded::Answered(self.read_answer(answer, &id, &session).await),
+            Ok(answer) => Sent::Answered(self.read_answer(answer, &id, &session).await),
         };
         cancel.armed = false;
         answer
@@ -289,7 +330,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<Reply, CallError> {
         let status = response.status();
         // Like rmcp: these are transport failures, whatever their body says.
         if matches!(
@@ -330,7 +371,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<Reply, CallError> {
         let mut events = EventSplitter::new(MAX_ANSWER_BYTES);
         let mut resumes = 0;
         loop {
@@ -396,7 +437,7 @@ impl Forwarder {
         data: &[u8],
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Option<Result<CallToolResult, CallError>> {
+    ) -> Option<Result<Reply, CallError>> {
         if data.is_empty() {
             return None;
         }
@@ -464,10 +505,14 @@ impl Forwarder {
     }
 
     /// The tool result in `result`, read as rmcp's client reads it: a result with no content
-    /// (`{}`, or only `_meta`) is an empty tool result.
-    fn tool_result(&self, result: &RawValue) -> Result<CallToolResult, CallError> {
+    /// (`{}`, or only `_meta`) is an empty tool result. A 2026-07-28 upstream may instead ask
+    /// for input (`mrtr`).
+    fn tool_result(&self, result: &RawValue) -> Result<Reply, CallError> {
         if let Ok(result) = serde_json::from_str::<CallToolResult>(result.get()) {
-            return Ok(result);
+            return Ok(Reply::Complete(result));
+        }
+        if let Some(required) = mrtr::InputRequired::read(result.get()) {
+            return Ok(Reply::InputRequired(required));
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -476,12 +521,12 @@ impl Forwarder {
             meta: Option<MetaObject>,
         }
         match serde_json::from_str::<ServerResult>(result.get()) {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::CallToolResult(result)) => Ok(Reply::Complete(result)),
             _ => match serde_json::from_str::<Contentless>(result.get()) {
                 Ok(Contentless { meta }) => {
                     let mut empty = CallToolResult::default();
                     empty.meta = meta;
-                    Ok(empty)
+                    Ok(Reply::Complete(empty))
                 }
                 Err(_) => Err(CallError::Malformed(self.upstream.clone())),
             },

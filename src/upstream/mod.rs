@@ -11,12 +11,14 @@ mod forward;
 mod h1;
 mod inflight;
 mod listen;
+mod mrtr;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
 mod sse;
 mod stderr;
 mod tap;
+mod watch;
 
 /// Entry points for fuzz/: the parsers of what an upstream sends (not a user API).
 #[doc(hidden)]
@@ -134,6 +136,8 @@ pub struct Upstream {
     progress: Arc<relay::ProgressRoutes>,
     /// The calls in flight, to tell whose an upstream's request or log message is.
     in_flight: Arc<inflight::InFlight>,
+    /// The resource URIs client sessions subscribed to (`watch`).
+    watch: watch::ResourceWatch,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -168,6 +172,7 @@ impl Upstream {
             }),
             progress: Arc::default(),
             in_flight: Arc::default(),
+            watch: watch::ResourceWatch::default(),
         }
     }
 
@@ -209,6 +214,16 @@ impl Upstream {
         self.route()
             .map(|r| r.peer)
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))
+    }
+
+    /// Subscribes to updates of resource `uri` on `peer` (this upstream's connection), as its
+    /// protocol has it (`watch`).
+    pub async fn subscribe_resource(
+        &self,
+        peer: &Peer<RoleClient>,
+        uri: &str,
+    ) -> Result<(), ServiceError> {
+        self.watch.subscribe(&self.name, peer, uri).await
     }
 
     /// One attempt of a call, in its own span `S` (whose context goes upstream in `_meta`).
@@ -420,6 +435,7 @@ impl Upstream {
                             // own, open while this connection is (`listen.rs`).
                             let _listening =
                                 listen::start(&self.name, &peer, tools_changed.clone());
+                            self.watch.connected(&self.name, &peer);
                             // Dropping `ended_by_peer` (on stop or on a failed re-list) cancels
                             // the connection, which also ends a stdio child.
                             let ended_by_peer = connection.waiting();

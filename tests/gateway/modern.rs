@@ -1,12 +1,16 @@
 //! The gateway speaks MCP 2026-07-28 to an HTTP upstream that offers it (rmcp's `Auto`
 //! lifecycle: `server/discover`, then `initialize` at 2025-11-25 for a legacy upstream). The demo
 //! upstream's `--modern-only-tool` offers `modern_only` to 2026-07-28 clients only; `--legacy`
-//! makes it answer `server/discover` as a legacy server does.
+//! makes it answer `server/discover` as a legacy server does. A 2026-07-28 upstream asks the
+//! client for input with multi round-trip requests (an `InputRequiredResult`), which the gateway
+//! answers by asking its own client (here the official Python SDK, in a 2025-11-25 session).
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
+use super::common::process::run;
 use super::common::{self, Gateway, HttpUpstream, KEY, call, call_ok, client, text_of};
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  modern_only:\n    privilege: read\n  toggle_extra:\n    privilege: write\n  extra:\n    privilege: read\n";
@@ -92,4 +96,119 @@ async fn a_legacy_upstream_is_spoken_to_in_2025() {
         r["tools"]["extra"]["state"] == "enabled"
     });
     assert!(call(&alice, "extra", json!({})).await.is_ok());
+}
+
+const ASKING_CONTRACT: &str = "upstream: demo
+tools:
+  test_elicitation:
+    input: { type: object, properties: { message: { type: string } }, required: [message] }
+  elicitation_refused:
+    upstream_tool: test_elicitation
+    relay: { elicitation: false }
+    input: { type: object, properties: { message: { type: string } }, required: [message] }
+  asks_rounds:
+    input: { type: object, properties: { rounds: { type: integer } }, required: [rounds] }
+";
+
+/// Runs the Python SDK client of `tests/clients/py2_asks_client.py` (every callback, a
+/// 2025-11-25 session) with `calls` through `gw`; what it printed.
+fn python_client(gw: &Gateway, calls: Value) -> Value {
+    let ran = run(
+        std::process::Command::new(py2_python())
+            .arg(py_client_script("py2_asks_client.py"))
+            .args([&gw.url, KEY, "all", &calls.to_string()])
+            .env("PY_CLIENT_TIMEOUT", "20"),
+        CLIENT_DEADLINE,
+    );
+    assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
+    ran.json()
+}
+
+/// The `n`th result the client printed: whether it is a tool error, and its text.
+fn nth(out: &Value, n: usize) -> (bool, String) {
+    let r = &out["results"][n];
+    (
+        r["is_error"].as_bool().unwrap_or(true),
+        r["text"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Proves: when a 2026-07-28 upstream answers `tools/call` with an `InputRequiredResult`
+/// (an elicitation), the gateway asks its client (the Python SDK's elicitation callback runs
+/// exactly once, with the upstream's message), sends the call again with the answer and the
+/// upstream's `requestState` (the demo checks it is echoed), and the client gets the completed
+/// result with the answer; the upstream's state is nowhere in what the client sees. With the
+/// contract's `relay: {elicitation: false}` the callback is not called and the call ends in a
+/// tool error saying why. Fails without MRTR in the forwarder (the input-required answer is no
+/// tool result: the call failed as malformed).
+#[tokio::test]
+async fn an_upstreams_input_request_is_answered_by_the_client_once() {
+    let upstream = HttpUpstream::start(&[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n{}",
+        upstream.url,
+        common::callers(&[])
+    );
+    let gw = Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)]);
+    gw.wait_tools_joined("demo", &["test_elicitation", "asks_rounds"]);
+    assert_eq!(gw.readyz()["upstreams"]["demo"]["protocol"], "2026-07-28");
+    let out = python_client(
+        &gw,
+        json!([["test_elicitation", {"message": "who are you?"}],
+               ["elicitation_refused", {"message": "may I ask?"}]]),
+    );
+    assert_eq!(
+        out["called"],
+        json!({"sampling": 0, "elicitation": 1, "roots": 0}),
+        "{out}"
+    );
+    assert_eq!(
+        out["elicitation_messages"],
+        json!(["who are you?"]),
+        "{out}"
+    );
+    let (error, text) = nth(&out, 0);
+    assert!(!error, "{out}");
+    assert!(
+        text.contains("action=accept") && text.contains("ada@example.com"),
+        "{out}"
+    );
+    assert!(
+        !out.to_string().contains("demo-upstream:"),
+        "state leaked: {out}"
+    );
+    let (error, text) = nth(&out, 1);
+    assert!(error, "{out}");
+    assert!(
+        text.contains("elicitation/create")
+            && text.contains("the contract of tool `elicitation_refused` does not relay it"),
+        "{out}"
+    );
+}
+
+/// Proves: the gateway drives as many rounds as the upstream asks for, up to 8: a call that
+/// asks three times in three rounds gets each answer (the client's callback runs three times)
+/// and completes; one that would ask nine times ends after the eighth with a tool error.
+#[tokio::test]
+async fn input_rounds_are_driven_up_to_eight() {
+    let upstream = HttpUpstream::start(&[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n{}",
+        upstream.url,
+        common::callers(&[])
+    );
+    let gw = Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)]);
+    gw.wait_tools_joined("demo", &["asks_rounds"]);
+    let out = python_client(
+        &gw,
+        json!([["asks_rounds", {"rounds": 3}], ["asks_rounds", {"rounds": 9}]]),
+    );
+    assert_eq!(out["called"]["elicitation"], json!(3 + 8), "{out}");
+    let (error, text) = nth(&out, 0);
+    assert!(
+        !error && text.matches("ada@example.com").count() == 3,
+        "{out}"
+    );
+    let (error, text) = nth(&out, 1);
+    assert!(error && text.contains("after 8 rounds"), "{out}");
 }

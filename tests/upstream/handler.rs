@@ -20,6 +20,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::broadcast;
 
+use crate::ask::is_modern;
 use crate::reconnect::Sessions;
 use crate::subscriptions::Subscriptions;
 use crate::{catalog, conformance, content, tools};
@@ -91,13 +92,6 @@ pub struct DemoUpstream {
 
 /// The tool offered only to 2026-07-28 clients with `--modern-only-tool`.
 const MODERN_ONLY: &str = "modern_only";
-
-/// Whether the request came on a protocol without `initialize` (2026-07-28 or later).
-fn is_modern(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|version| !version.has_initialize())
-}
 
 impl Default for DemoUpstream {
     fn default() -> Self {
@@ -173,7 +167,12 @@ impl DemoUpstream {
     /// Sends `notifications/message` to the caller of `context` unless the session's
     /// `logging/setLevel` filters it out.
     pub async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, text: &str) {
-        let threshold = *lock(&self.session.log_level);
+        // 2026-07-28 has no `logging/setLevel`: each request says its level in `_meta`.
+        let threshold = if is_modern(context) {
+            context.meta.log_level()
+        } else {
+            *lock(&self.session.log_level)
+        };
         if threshold.is_some_and(|threshold| severity(level) < severity(threshold)) {
             return;
         }
@@ -336,8 +335,7 @@ impl ServerHandler for DemoUpstream {
                 .into(),
             );
         }
-        let result: CallToolResult = tools::call(self, &request, &context).await?;
-        Ok(result.into())
+        tools::call(self, &request, &context).await
     }
 
     async fn list_resources(
@@ -420,29 +418,46 @@ impl ServerHandler for DemoUpstream {
         Ok(())
     }
 
-    /// 2026-07-28 clients get `notifications/tools/list_changed` only on a
-    /// `subscriptions/listen` stream; legacy sessions get it from `toggle_extra` directly.
+    /// 2026-07-28 clients get `notifications/tools/list_changed` and
+    /// `notifications/resources/updated` only on a `subscriptions/listen` stream; legacy
+    /// sessions get them from `toggle_extra` and `touch_resource` directly.
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        let mut accepted = SubscriptionFilter::builder().tools_list_changed().build();
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let tools = context.accepted().tools_list_changed == Some(true);
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
         let mut changes = self.shared.list_changed.subscribe();
+        let mut watching = self.shared.subscriptions.watch(&uris);
         loop {
-            tokio::select! {
+            let sent = tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 change = changes.recv() => match change {
-                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if let Err(error) = context.sink().notify_tool_list_changed().await {
-                            tracing::debug!(%error, "subscription closed");
-                            return Ok(());
-                        }
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) if tools => {
+                        context.sink().notify_tool_list_changed().await
                     }
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Ok(()),
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
+                uri = watching.updates.recv() => match uri {
+                    Ok(uri) if uris.contains(&uri) => context.sink().notify_resource_updated(uri).await,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            };
+            if let Err(error) = sent {
+                tracing::debug!(%error, "subscription closed");
+                return Ok(());
             }
         }
     }

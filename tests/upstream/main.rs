@@ -19,6 +19,7 @@
 // `tools.rs`), where `main` and everything only it reaches are unused, which is expected.
 #![cfg_attr(test, allow(dead_code))]
 
+mod ask;
 mod catalog;
 mod conformance;
 mod content;

@@ -50,21 +50,28 @@ fn only_the_calls_own_response_answers_it() {
         r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"content":[{"type":"text","text":"hi"}],"isError":false}}"#,
     );
     match ok {
-        Some(Ok(result)) => assert_eq!(result.is_error, Some(false)),
+        Some(Ok(Reply::Complete(result))) => assert_eq!(result.is_error, Some(false)),
         other => panic!("expected the result: {other:?}"),
     }
     // Results without content are empty tool results (as rmcp's client reads them).
     match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{}}"#) {
-        Some(Ok(result)) => assert!(result.content.is_empty(), "{result:?}"),
+        Some(Ok(Reply::Complete(result))) => assert!(result.content.is_empty(), "{result:?}"),
         other => panic!("expected an empty result: {other:?}"),
     }
     match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"_meta":{"k":1}}}"#) {
-        Some(Ok(result)) => assert!(result.meta.is_some(), "{result:?}"),
+        Some(Ok(Reply::Complete(result))) => assert!(result.meta.is_some(), "{result:?}"),
         other => panic!("expected an empty result with _meta: {other:?}"),
     }
     match answer(r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"content":"nope"}}"#) {
         Some(Err(CallError::Malformed(_))) => {}
         other => panic!("expected a malformed result: {other:?}"),
+    }
+    // A 2026-07-28 upstream's request for input is its own kind of answer (`mrtr`).
+    match answer(
+        r#"{"jsonrpc":"2.0","id":"narrowgate-7","result":{"resultType":"input_required","requestState":"s"}}"#,
+    ) {
+        Some(Ok(Reply::InputRequired(_))) => {}
+        other => panic!("expected a request for input: {other:?}"),
     }
     // A message that is neither answer nor request is skipped, not taken as the answer.
     assert!(answer(r#"{"jsonrpc":"2.0"}"#).is_none());
