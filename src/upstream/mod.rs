@@ -12,6 +12,7 @@ mod h1;
 mod inflight;
 mod listen;
 mod mrtr;
+mod once;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
@@ -44,6 +45,7 @@ use crate::config::{UpstreamConfig, UpstreamTransport};
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
 pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
+pub use once::{Offer, list_offer_once, list_tools_once};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
 /// here so that this module needs nothing from whoever watches it.
@@ -236,6 +238,9 @@ impl Upstream {
         let route = self
             .route()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
+        // The gateway answers an upstream's input requests itself (`mrtr`), whatever the client
+        // put in these fields.
+        mrtr::clear(&mut params);
         let relay = relay::current();
         // The client asked for progress: the upstream gets a token of the gateway's own.
         let _route = relay
@@ -521,72 +526,6 @@ impl Backoff {
         Duration::from_millis(base_ms.saturating_add(noise % (base_ms / 4 + 1)))
     }
 }
-/// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
-pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
-    let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: Arc::default(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let tools = connection
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("listing tools failed: {e}"));
-        let _ = connection.cancel().await;
-        tools
-    };
-    tokio::time::timeout(within, attempt)
-        .await
-        .map_err(|_| format!("no answer within {within:?}"))?
-}
-
-/// What an upstream offers besides tools: its resources, resource templates and prompts (each
-/// empty when it offers none, or does not answer the list).
-#[derive(Debug, Default)]
-pub struct Offer {
-    pub resources: Vec<rmcp::model::Resource>,
-    pub templates: Vec<rmcp::model::ResourceTemplate>,
-    pub prompts: Vec<rmcp::model::Prompt>,
-}
-
-/// Connects once and lists the upstream's resources, templates and prompts: for `init`.
-pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Offer, String> {
-    let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: upstream.progress.clone(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let peer = connection.peer();
-        let offer = Offer {
-            resources: peer.list_all_resources().await.unwrap_or_default(),
-            templates: peer.list_all_resource_templates().await.unwrap_or_default(),
-            prompts: peer.list_all_prompts().await.unwrap_or_default(),
-        };
-        let _ = connection.cancel().await;
-        Ok(offer)
-    };
-    tokio::time::timeout(within, attempt)
-        .await
-        .map_err(|_| format!("no answer within {within:?}"))?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

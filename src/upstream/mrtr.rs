@@ -16,8 +16,8 @@
 //! without it would only ask the user again, round after round.
 //!
 //! The upstream's `requestState` only ever goes back to the upstream: never to the client, nor
-//! into the log; the client's own MRTR fields are removed before the first round (they are the
-//! gateway's answers to give, not the client's).
+//! into the log; the client's own MRTR fields are removed before each attempt (`clear`, in
+//! `Upstream::attempt`: they are the gateway's answers to give, not the client's).
 
 use std::collections::BTreeMap;
 

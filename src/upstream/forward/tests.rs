@@ -1,3 +1,4 @@
+use super::replies::reply_to;
 use super::*;
 
 fn forwarder() -> (Forwarder, Arc<Notify>) {
