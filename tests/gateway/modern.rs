@@ -212,3 +212,65 @@ async fn input_rounds_are_driven_up_to_eight() {
     let (error, text) = nth(&out, 1);
     assert!(error && text.contains("after 8 rounds"), "{out}");
 }
+
+/// A client session that passes on the URIs of the resource updates it hears.
+struct Updates(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+/// Proves: a session's `resources/subscribe` of a resource on a 2026-07-28 upstream (which has
+/// no such method) is relayed as a `subscriptions/listen` filter, and the upstream's update of
+/// that URI reaches the session; a second URI joins the filter and is heard too. Fails without
+/// `upstream::watch` (the subscribe was refused: the upstream answered -32601).
+#[tokio::test]
+#[allow(deprecated)] // `resources/subscribe` is how 2025-11-25 sessions subscribe
+async fn resource_updates_of_a_2026_upstream_reach_the_subscribed_session() {
+    use rmcp::ServiceExt;
+    use rmcp::model::SubscribeRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    const CONTRACT: &str = "upstream: demo
+tools:
+  touch_resource:
+    input: { type: object, properties: { uri: { type: string } }, required: [uri] }
+resources:
+  - uri: \"test://static-text\"
+  - uri_template: \"test://template/{id}/data\"
+    variables: { id: { pattern: \"^[0-9]{1,2}$\" } }
+";
+    let upstream = HttpUpstream::start(&[]);
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\ncallers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    resources: ['test://*']\n",
+        upstream.url,
+        common::hash_key(KEY)
+    );
+    let gw = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
+    gw.wait_tools_joined("demo", &["touch_resource"]);
+    assert_eq!(gw.readyz()["upstreams"]["demo"]["protocol"], "2026-07-28");
+    let (send, mut updates) = tokio::sync::mpsc::unbounded_channel();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gw.url.as_str()).auth_header(KEY),
+    );
+    let session = Updates(send).serve(transport).await.expect("session");
+    let within = Duration::from_secs(20);
+    for uri in ["test://static-text", "test://template/42/data"] {
+        session
+            .subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .expect("subscribed");
+        session
+            .call_tool(common::tool_params("touch_resource", json!({"uri": uri})))
+            .await
+            .expect("touched");
+        let heard = tokio::time::timeout(within, updates.recv()).await;
+        assert_eq!(heard.ok().flatten().as_deref(), Some(uri));
+    }
+}
