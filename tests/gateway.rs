@@ -9,6 +9,8 @@ mod direct;
 mod direct_switch;
 #[path = "gateway/forwarding.rs"]
 mod forwarding;
+#[path = "gateway/modern.rs"]
+mod modern;
 
 use std::time::{Duration, Instant};
 

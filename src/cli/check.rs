@@ -201,10 +201,12 @@ async fn contact(config: &Config) -> BTreeMap<String, Snapshot> {
             Ok(tools) => Snapshot {
                 status: Status::Up,
                 tools: Arc::new(tools),
+                protocol: None,
             },
             Err(reason) => Snapshot {
                 status: Status::Down { reason },
                 tools: Arc::new(vec![]),
+                protocol: None,
             },
         };
         snapshots.insert(name.clone(), snapshot);

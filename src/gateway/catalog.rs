@@ -258,6 +258,7 @@ mod tests {
         let snapshot = Snapshot {
             status: Status::Up,
             tools: Arc::new(vec![upstream_tool]),
+            protocol: None,
         };
         Catalog::build(&contracts, &BTreeMap::from([("u".to_string(), snapshot)]))
     }

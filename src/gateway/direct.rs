@@ -491,6 +491,7 @@ mod tests {
         let snapshot = crate::upstream::Snapshot {
             status: crate::upstream::Status::Starting,
             tools: Default::default(),
+            protocol: None,
         };
         let upstreams = std::collections::BTreeMap::from([("demo".to_string(), snapshot)]);
         let catalog = Catalog::build(&contracts, &upstreams);

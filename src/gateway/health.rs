@@ -63,6 +63,10 @@ pub fn readiness(gateway: &Gateway) -> Value {
         let mut entry = serde_json::to_value(&snapshot.status).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut entry {
             map.insert("tools".into(), json!(snapshot.tools.len()));
+            // Which MCP version the gateway speaks to it (2026-07-28 when it offers it).
+            if let Some(protocol) = &snapshot.protocol {
+                map.insert("protocol".into(), json!(protocol));
+            }
         }
         upstreams.insert(name.clone(), entry);
     }

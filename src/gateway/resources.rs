@@ -317,11 +317,16 @@ impl Gateway {
             return Ok(());
         }
         let upstream = entry.upstream.clone();
-        let params = rmcp::model::SubscribeRequestParams::new(uri);
-        #[allow(deprecated)] // the legacy method is what pre-2026 upstreams serve
-        let asked = self
-            .ask_upstream(&upstream, async |peer| peer.subscribe(params).await)
-            .await;
+        // `resources/subscribe`, or a `subscriptions/listen` filter on a 2026-07-28 upstream.
+        let asked = match self.upstreams.get(&upstream) {
+            Some(up) => {
+                self.ask_upstream(&upstream, async |peer| {
+                    up.subscribe_resource(&peer, uri).await
+                })
+                .await
+            }
+            None => Err(CallError::Unavailable(upstream.clone())),
+        };
         match asked {
             Ok(()) => Ok(()),
             Err(CallError::Protocol(e)) if e.code.0 == -32602 => Err(resource_not_found(uri)),

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 
+use rmcp::model::ProtocolVersion;
 #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
@@ -14,7 +15,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 
 use super::forward::Forwarder;
@@ -239,6 +240,10 @@ pub async fn connect(
             if let Some(stderr) = stderr {
                 tokio::spawn(super::stderr::log_stderr(name.to_string(), stderr));
             }
+            // Still `initialize` (2025-11-25): rmcp's stdio transport carries `server/discover`
+            // too, but a stdio server that ignores a request before `initialize` (not checked
+            // against the Python and Node servers operators run) would cost Auto's 10 s probe
+            // on every start and restart of the child. Left for when that is checked.
             let connection = handler
                 .serve(child)
                 .await
@@ -279,10 +284,17 @@ pub async fn connect(
                 &client,
                 handler.tools_changed.clone(),
                 handler.progress.clone(),
-            );
+            )
+            .identified_as(&handler.get_info());
             let transport = StreamableHttpClientTransport::with_client(client, config);
+            // 2026-07-28 when the upstream offers it (tools it offers only there are seen),
+            // `initialize` at 2025-11-25 when it answers `server/discover` as a legacy server.
+            let lifecycle = ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            };
             let connection = handler
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle)
                 .await
                 .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
             Ok(Connected {

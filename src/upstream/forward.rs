@@ -8,14 +8,17 @@
 //! [`SessionTap`] sees its session id and headers go by), and reads the answer there, as rmcp's
 //! client would: a JSON body or an SSE stream (resumed with `Last-Event-ID` if it closes early),
 //! answering requests the upstream makes meanwhile (a bounded number at a time: a flood of them
-//! must not become a socket each), passing `tools/list_changed` on, and sending
-//! `notifications/cancelled` for a call given up on (a timeout).
+//! must not become a socket each: `replies`), passing `tools/list_changed` on, and sending
+//! `notifications/cancelled` for a call given up on (a timeout; on a 2026-07-28 upstream,
+//! closing the answer stream is the cancellation).
 //!
 //! rmcp keeps everything else: the handshake, `tools/list`, pings, the standalone stream, and
 //! re-initialising an expired session. A call the upstream answers with 404 on its session is
 //! handed back ([`Forwarded::Declined`]) and goes through rmcp, whose new session the next calls
-//! then use. Upstreams that negotiate 2026-07-28 or later (standard request headers) stay on
-//! rmcp's path entirely.
+//! then use. An upstream that negotiated 2026-07-28 or later has no session: each call goes
+//! alone, saying what it is in the standard headers (`Mcp-Method`, `Mcp-Name`) and who sends it
+//! in `_meta` (protocol version, client info and capabilities), as rmcp's client would send it
+//! (`stateless`), and may answer that it needs input first (`mrtr`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +27,8 @@ use std::time::Duration;
 use http::{HeaderValue, StatusCode, header};
 #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, LoggingMessageNotificationParam, MetaObject,
-    RequestId, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientConfig, ErrorData,
+    LoggingMessageNotificationParam, MetaObject, RequestId, ServerResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -34,9 +37,17 @@ use tokio::sync::Notify;
 
 use super::CallError;
 use super::h1::{self, Http1Client};
+use super::mrtr;
 use super::relay::{self, ProgressRoutes};
 use super::sse::EventSplitter;
 use super::tap::{Session, SessionTap, TappedClient};
+
+mod answer;
+mod replies;
+mod stateless;
+
+use answer::{Answer, media_type};
+use replies::Replies;
 
 /// The largest answer read, as rmcp's own limit for JSON bodies and SSE events.
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
@@ -44,14 +55,24 @@ const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 const MAX_RESUMES: u32 = 3;
 /// The longest wait before resuming, whatever the stream's `retry:` asks.
 const MAX_RESUME_DELAY: Duration = Duration::from_secs(5);
+/// How long the end of a stateless answer stream is waited for once the answer is read, to
+/// keep its connection (it normally follows at once; a late one costs a new connection).
+const STREAM_END_WITHIN: Duration = Duration::from_millis(2);
 /// Bound on the small messages the forwarder sends on its own (answers, cancellations).
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Answers to the upstream's requests being posted at once, per upstream: each may hold a
-/// connection, and an upstream sending 20,000 pings must not get 20,000 sockets.
-const MAX_REPLIES_POSTING: usize = 16;
-/// Answers waiting for their turn, per upstream; requests beyond these are not answered (and
-/// counted in the log): an upstream that floods gets no answer to the flood.
-const MAX_REPLIES_WAITING: usize = 256;
+
+/// What became of one round of a call.
+enum Sent {
+    Answered(Result<Reply, CallError>),
+    Declined,
+}
+
+/// The upstream's answer to one round: the tool's result, or a request for input (`mrtr`).
+#[derive(Debug)]
+enum Reply {
+    Complete(CallToolResult),
+    InputRequired(mrtr::InputRequired),
+}
 
 /// What became of a call offered to the [`Forwarder`].
 pub enum Forwarded {
@@ -78,24 +99,16 @@ pub struct Forwarder {
     replies: Arc<Replies>,
     /// Where the answer stream's `notifications/progress` go (`relay`).
     progress: Arc<ProgressRoutes>,
-}
-
-/// The answers to an upstream's requests under way, bounded.
-struct Replies {
-    /// A permit per answer waiting or posting ([`MAX_REPLIES_WAITING`]).
-    waiting: Arc<tokio::sync::Semaphore>,
-    /// A permit per answer posting ([`MAX_REPLIES_POSTING`]).
-    posting: tokio::sync::Semaphore,
-    /// Requests left unanswered because too many answers were under way.
-    unanswered: AtomicU64,
+    /// What a stateless (2026-07-28) call carries in `_meta` about its sender.
+    identity: stateless::Identity,
 }
 
 #[derive(Serialize)]
-struct OutgoingCall<'a> {
+struct OutgoingCall<'a, P> {
     jsonrpc: &'static str,
     id: &'a RequestId,
     method: &'static str,
-    params: &'a CallToolRequestParams,
+    params: P,
 }
 
 /// One message of the answer: our response, a notification, or a request to the client. The
@@ -126,8 +139,10 @@ struct CancelUnlessAnswered<'a> {
 
 impl Drop for CancelUnlessAnswered<'_> {
     fn drop(&mut self) {
-        // Answered (every call that completes): nothing to do.
-        if !self.armed {
+        // Answered (every call that completes): nothing to do. On a stateless (2026-07-28)
+        // upstream, closing the answer stream (dropping it, which closes its connection) is
+        // the cancellation, and `notifications/cancelled` is not expected.
+        if !self.armed || self.session.stateless {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -163,20 +178,53 @@ impl Forwarder {
             tap: client.tap.clone(),
             tools_changed,
             next_id: AtomicU64::new(1),
-            replies: Arc::new(Replies {
-                waiting: Arc::new(tokio::sync::Semaphore::new(MAX_REPLIES_WAITING)),
-                posting: tokio::sync::Semaphore::new(MAX_REPLIES_POSTING),
-                unanswered: AtomicU64::new(0),
-            }),
+            replies: Arc::new(Replies::new()),
             progress,
+            identity: stateless::Identity::default(),
         }
     }
 
-    /// Sends the call and reads its answer, or declines it when rmcp must send it.
-    pub async fn call(&self, params: &CallToolRequestParams) -> Forwarded {
+    /// The same forwarder, telling a stateless (2026-07-28) upstream in each call's `_meta`
+    /// that `client` sends it, as rmcp's client says it in every request.
+    pub fn identified_as(mut self, client: &ClientConfig) -> Forwarder {
+        self.identity = stateless::Identity::of(client);
+        self
+    }
+
+    /// Sends the call and reads its answer, or declines it when rmcp must send it. An upstream
+    /// that answers with an `InputRequiredResult` (2026-07-28) gets the call again with the
+    /// calling client's answers (`mrtr`).
+    pub async fn call(&self, params: &mut CallToolRequestParams) -> Forwarded {
+        let mut round = 0;
+        loop {
+            let required = match self.call_once(params).await {
+                Sent::Answered(Ok(Reply::Complete(result))) => {
+                    return Forwarded::Answered(Ok(result));
+                }
+                Sent::Answered(Ok(Reply::InputRequired(required))) => required,
+                Sent::Answered(Err(error)) => return Forwarded::Answered(Err(error)),
+                Sent::Declined => return Forwarded::Declined,
+            };
+            round += 1;
+            let call = relay::current();
+            if let Err(failed) =
+                mrtr::answer_round(&self.upstream, required, round, call, params).await
+            {
+                return Forwarded::Answered(Ok(failed));
+            }
+        }
+    }
+
+    /// One round of the call: sends it and reads its answer.
+    async fn call_once(&self, params: &CallToolRequestParams) -> Sent {
         let Some(session) = self.tap.current() else {
-            return Forwarded::Declined;
+            return Sent::Declined;
         };
+        // A stateless call says what it is in its headers: a tool name no header can carry
+        // as it is goes through rmcp.
+        if session.stateless && !stateless::fits_a_header(&params.name) {
+            return Sent::Declined;
+        }
         let id = RequestId::String(
             format!(
                 "narrowgate-{}",
@@ -184,14 +232,31 @@ impl Forwarder {
             )
             .into(),
         );
-        let body = match serde_json::to_vec(&OutgoingCall {
-            jsonrpc: "2.0",
-            id: &id,
-            method: "tools/call",
-            params,
-        }) {
-            Ok(body) => body,
-            Err(_) => return Forwarded::Declined,
+        let body = if session.stateless {
+            serde_json::to_vec(&OutgoingCall {
+                jsonrpc: "2.0",
+                id: &id,
+                method: "tools/call",
+                params: stateless::Params {
+                    params,
+                    identity: &self.identity,
+                },
+            })
+        } else {
+            serde_json::to_vec(&OutgoingCall {
+                jsonrpc: "2.0",
+                id: &id,
+                method: "tools/call",
+                params,
+            })
+        };
+        let Ok(body) = body else {
+            return Sent::Declined;
+        };
+        let what: &[(&str, &str)] = if session.stateless {
+            &[("mcp-method", "tools/call"), ("mcp-name", &params.name)]
+        } else {
+            &[]
         };
         let mut cancel = CancelUnlessAnswered {
             armed: true,
@@ -201,28 +266,33 @@ impl Forwarder {
         };
         let sent = match &self.h1 {
             Some(h1) => h1
-                .post(&session.headers, &body)
+                .post(&session.headers, what, &body)
                 .await
                 .map(Answer::Own)
                 .map_err(|e| self.lost(&e)),
-            None => self
-                .http
-                .post(self.url.clone())
-                .headers(session.headers.clone())
-                .body(body)
-                .send()
-                .await
-                .map(Answer::Reqwest)
-                .map_err(|e| self.lost(&e)),
+            None => {
+                let mut post = self
+                    .http
+                    .post(self.url.clone())
+                    .headers(session.headers.clone());
+                for (name, value) in what {
+                    post = post.header(*name, *value);
+                }
+                post.body(body)
+                    .send()
+                    .await
+                    .map(Answer::Reqwest)
+                    .map_err(|e| self.lost(&e))
+            }
         };
         let answer = match sent {
-            Err(lost) => Forwarded::Answered(Err(lost)),
+            Err(lost) => Sent::Answered(Err(lost)),
             Ok(answer) if answer.status() == StatusCode::NOT_FOUND && session.has_session_id => {
                 tracing::debug!(upstream = %self.upstream, "session expired: the call goes through a new one");
                 self.tap.forget(&session);
-                Forwarded::Declined
+                Sent::Declined
             }
-            Ok(answer) => Forwarded::Answered(self.read_answer(answer, &id, &session).await),
+            Ok(answer) => Sent::Answered(self.read_answer(answer, &id, &session).await),
         };
         cancel.armed = false;
         answer
@@ -233,7 +303,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<Reply, CallError> {
         let status = response.status();
         // Like rmcp: these are transport failures, whatever their body says.
         if matches!(
@@ -274,7 +344,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<Reply, CallError> {
         let mut events = EventSplitter::new(MAX_ANSWER_BYTES);
         let mut resumes = 0;
         loop {
@@ -287,6 +357,10 @@ impl Forwarder {
                     })
                     .map_err(|_| self.lost(&"an event is larger than 16 MiB"))?;
                 if let Some(answer) = answer {
+                    // A stateless (2026-07-28) answer stream ends with the answer.
+                    if session.stateless {
+                        response.finish_within(STREAM_END_WITHIN).await;
+                    }
                     return answer;
                 }
             }
@@ -340,7 +414,7 @@ impl Forwarder {
         data: &[u8],
         id: &RequestId,
         session: &Arc<Session>,
-    ) -> Option<Result<CallToolResult, CallError>> {
+    ) -> Option<Result<Reply, CallError>> {
         if data.is_empty() {
             return None;
         }
@@ -408,10 +482,14 @@ impl Forwarder {
     }
 
     /// The tool result in `result`, read as rmcp's client reads it: a result with no content
-    /// (`{}`, or only `_meta`) is an empty tool result.
-    fn tool_result(&self, result: &RawValue) -> Result<CallToolResult, CallError> {
+    /// (`{}`, or only `_meta`) is an empty tool result. A 2026-07-28 upstream may instead ask
+    /// for input (`mrtr`).
+    fn tool_result(&self, result: &RawValue) -> Result<Reply, CallError> {
         if let Ok(result) = serde_json::from_str::<CallToolResult>(result.get()) {
-            return Ok(result);
+            return Ok(Reply::Complete(result));
+        }
+        if let Some(required) = mrtr::InputRequired::read(result.get()) {
+            return Ok(Reply::InputRequired(required));
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -420,92 +498,31 @@ impl Forwarder {
             meta: Option<MetaObject>,
         }
         match serde_json::from_str::<ServerResult>(result.get()) {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::CallToolResult(result)) => Ok(Reply::Complete(result)),
             _ => match serde_json::from_str::<Contentless>(result.get()) {
                 Ok(Contentless { meta }) => {
                     let mut empty = CallToolResult::default();
                     empty.meta = meta;
-                    Ok(empty)
+                    Ok(Reply::Complete(empty))
                 }
                 Err(_) => Err(CallError::Malformed(self.upstream.clone())),
             },
         }
     }
 
-    /// Answers a request the upstream makes while the call runs (in the background: the
-    /// upstream may wait for it before it answers the call), within the bounds of [`Replies`]:
-    /// beyond them the request is left unanswered, and counted in the log (its first, then
-    /// every thousandth).
-    fn reply(&self, session: &Arc<Session>, request: RequestId, method: &str) {
-        let Ok(waiting) = self.replies.waiting.clone().try_acquire_owned() else {
-            let unanswered = self.replies.unanswered.fetch_add(1, Ordering::Relaxed) + 1;
-            if unanswered % 1000 == 1 {
-                tracing::warn!(upstream = %self.upstream, unanswered, "the upstream sends more requests than the gateway answers: left unanswered");
-            }
-            return;
-        };
-        let post = self.notice(session, reply_to(request, method));
-        let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
-        tokio::spawn(async move {
-            let _waiting = waiting;
-            let Ok(_posting) = replies.posting.acquire().await else {
-                return;
-            };
-            if let Err(error) = post.send().await {
-                tracing::warn!(%upstream, %error, "could not answer the upstream's request");
-            }
-        });
-    }
-
-    /// Relays a request the upstream makes of the client on the call's answer stream to the
-    /// calling task's client (`relay::ask`: an error when the call has none, as on the direct
-    /// path) and posts the answer back, in the background and within the bounds of
-    /// [`Replies`] (the client's user may take a while: only the post holds a posting permit).
-    fn relay_ask(
-        &self,
-        session: &Arc<Session>,
-        request: RequestId,
-        method: String,
-        params: Option<Box<RawValue>>,
-    ) {
-        let Ok(waiting) = self.replies.waiting.clone().try_acquire_owned() else {
-            let unanswered = self.replies.unanswered.fetch_add(1, Ordering::Relaxed) + 1;
-            if unanswered % 1000 == 1 {
-                tracing::warn!(upstream = %self.upstream, unanswered, "the upstream sends more requests than the gateway answers: left unanswered");
-            }
-            return;
-        };
-        let params = params
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .unwrap_or_else(|| json!({}));
-        let call = relay::current();
-        let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
-        let (http, url, headers) = (self.http.clone(), self.url.clone(), session.headers.clone());
-        tokio::spawn(async move {
-            let _waiting = waiting;
-            let answer = match relay::ask(call, &method, params).await {
-                Ok(result) => json!({"jsonrpc": "2.0", "id": request, "result": result}),
-                Err(error) => json!({"jsonrpc": "2.0", "id": request, "error": error}),
-            };
-            let Ok(_posting) = replies.posting.acquire().await else {
-                return;
-            };
-            let post = http
-                .post(url)
-                .headers(headers)
-                .timeout(NOTICE_TIMEOUT)
-                .body(answer.to_string());
-            if let Err(error) = post.send().await {
-                tracing::warn!(%upstream, %error, %method, "could not answer the upstream's request");
-            }
-        });
-    }
-
     /// A POST of `message` on `session`, bounded by [`NOTICE_TIMEOUT`].
     fn notice(&self, session: &Session, message: Value) -> reqwest::RequestBuilder {
+        let mut headers = session.headers.clone();
+        // A stateless (2026-07-28) upstream reads what a message is from its `Mcp-Method`.
+        if session.stateless
+            && let Some(method) = message.get("method").and_then(Value::as_str)
+            && let Ok(value) = HeaderValue::from_str(method)
+        {
+            headers.insert("mcp-method", value);
+        }
         self.http
             .post(self.url.clone())
-            .headers(session.headers.clone())
+            .headers(headers)
             .timeout(NOTICE_TIMEOUT)
             .body(message.to_string())
     }
@@ -515,84 +532,6 @@ impl Forwarder {
         tracing::warn!(upstream = %self.upstream, error = %why, "call failed: connection lost");
         CallError::ConnectionLost(self.upstream.clone())
     }
-}
-
-/// The answer to a call's POST, from the forwarder's own connection or from reqwest.
-enum Answer<'a> {
-    Own(h1::Answer<'a>),
-    Reqwest(reqwest::Response),
-}
-
-impl Answer<'_> {
-    fn status(&self) -> StatusCode {
-        match self {
-            Answer::Own(answer) => answer.status,
-            Answer::Reqwest(response) => response.status(),
-        }
-    }
-
-    fn headers(&self) -> &http::HeaderMap {
-        match self {
-            Answer::Own(answer) => &answer.headers,
-            Answer::Reqwest(response) => response.headers(),
-        }
-    }
-
-    /// The next piece of the body, `None` at its end.
-    async fn chunk(&mut self) -> Result<Option<Chunk<'_>>, String> {
-        match self {
-            Answer::Own(answer) => match answer.chunk().await {
-                Ok(piece) => Ok(piece.map(Chunk::Borrowed)),
-                Err(e) => Err(e.to_string()),
-            },
-            Answer::Reqwest(response) => match response.chunk().await {
-                Ok(piece) => Ok(piece.map(Chunk::Owned)),
-                Err(e) => Err(e.to_string()),
-            },
-        }
-    }
-}
-
-/// A piece of an answer's body.
-enum Chunk<'a> {
-    Borrowed(&'a [u8]),
-    Owned(axum::body::Bytes),
-}
-
-impl std::ops::Deref for Chunk<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Chunk::Borrowed(bytes) => bytes,
-            Chunk::Owned(bytes) => bytes,
-        }
-    }
-}
-
-/// The media type of an answer (`application/json`, `text/event-stream`), lower case.
-fn media_type(headers: &http::HeaderMap) -> Option<String> {
-    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(
-        value
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase(),
-    )
-}
-
-/// The gateway's answer to a request from the upstream that is not relayed to a client
-/// (those are `relay_ask`'s): `ping` answered, anything else a JSON-RPC error.
-fn reply_to(request: RequestId, method: &str) -> Value {
-    let (key, value) = match method {
-        "ping" => ("result", json!({})),
-        _ => (
-            "error",
-            json!({ "code": -32601, "message": format!("Method not found: {method}") }),
-        ),
-    };
-    json!({ "jsonrpc": "2.0", "id": request, key: value })
 }
 
 #[cfg(test)]

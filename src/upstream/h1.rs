@@ -166,8 +166,15 @@ impl Http1Client {
     /// closed and replaced (by the next kept one or a new one); once written, a failure is the
     /// caller's (the upstream may have acted on it). An answer that arrives before the request
     /// is all written is refused ([`write_request`]).
-    pub async fn post(&self, headers: &HeaderMap, body: &[u8]) -> io::Result<Answer<'_>> {
-        let request = self.request(headers, body);
+    /// `more` are headers of this request only (names and values a header can carry as they
+    /// are), written after `headers`, so that those need not be copied for each request.
+    pub async fn post(
+        &self,
+        headers: &HeaderMap,
+        more: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<Answer<'_>> {
+        let request = self.request(headers, more, body);
         let mut connection = loop {
             let Some(mut kept) = self.kept() else {
                 break self.written(&request).await?;
@@ -195,7 +202,7 @@ impl Http1Client {
         Ok(answer)
     }
 
-    fn request(&self, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+    fn request(&self, headers: &HeaderMap, more: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
         let mut request = Vec::with_capacity(self.request_line.len() + 256 + body.len());
         request.extend_from_slice(&self.request_line);
         // A configured `Host` wins over the URL's, as with reqwest.
@@ -209,6 +216,12 @@ impl Http1Client {
                 continue;
             }
             request.extend_from_slice(name.as_str().as_bytes());
+            request.extend_from_slice(b": ");
+            request.extend_from_slice(value.as_bytes());
+            request.extend_from_slice(b"\r\n");
+        }
+        for (name, value) in more {
+            request.extend_from_slice(name.as_bytes());
             request.extend_from_slice(b": ");
             request.extend_from_slice(value.as_bytes());
             request.extend_from_slice(b"\r\n");

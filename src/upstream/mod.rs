@@ -10,12 +10,16 @@ mod events;
 mod forward;
 mod h1;
 mod inflight;
+mod listen;
+mod mrtr;
+mod once;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
 mod sse;
 mod stderr;
 mod tap;
+mod watch;
 
 /// Entry points for fuzz/: the parsers of what an upstream sends (not a user API).
 #[doc(hidden)]
@@ -41,6 +45,7 @@ use crate::config::{UpstreamConfig, UpstreamTransport};
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
 pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
+pub use once::{Offer, list_offer_once, list_tools_once};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
 /// here so that this module needs nothing from whoever watches it.
@@ -71,6 +76,9 @@ async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
     let request = rmcp::model::ClientRequest::PingRequest(Default::default());
     match tokio::time::timeout(Duration::from_secs(5), peer.send_request(request)).await {
         Ok(Ok(_)) => Ok(()),
+        // An answer, even an error, is an upstream that is there: some 2026-07-28 servers
+        // (the Python SDK's) answer `ping` with -32601.
+        Ok(Err(ServiceError::McpError(_))) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("no answer within 5s".into()),
     }
@@ -100,6 +108,8 @@ pub enum Status {
 pub struct Snapshot {
     pub status: Status,
     pub tools: Arc<Vec<Tool>>,
+    /// The MCP version the current connection negotiated (`2026-07-28`, `2025-11-25`, ...).
+    pub protocol: Option<String>,
 }
 
 struct Current {
@@ -108,6 +118,7 @@ struct Current {
     /// HTTP upstreams: `tools/call` sent on `peer`'s session without going through rmcp.
     forwarder: Option<Arc<Forwarder>>,
     tools: Arc<Vec<Tool>>,
+    protocol: Option<String>,
 }
 
 /// How a call reaches a connected upstream.
@@ -127,6 +138,8 @@ pub struct Upstream {
     progress: Arc<relay::ProgressRoutes>,
     /// The calls in flight, to tell whose an upstream's request or log message is.
     in_flight: Arc<inflight::InFlight>,
+    /// The resource URIs client sessions subscribed to (`watch`).
+    watch: watch::ResourceWatch,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -157,9 +170,11 @@ impl Upstream {
                 peer: None,
                 forwarder: None,
                 tools: Arc::new(Vec::new()),
+                protocol: None,
             }),
             progress: Arc::default(),
             in_flight: Arc::default(),
+            watch: watch::ResourceWatch::default(),
         }
     }
 
@@ -168,6 +183,7 @@ impl Upstream {
         Snapshot {
             status: current.status.clone(),
             tools: current.tools.clone(),
+            protocol: current.protocol.clone(),
         }
     }
 
@@ -175,7 +191,10 @@ impl Upstream {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         current.status = status;
         (current.peer, current.forwarder) = match route {
-            Some(route) => (Some(route.peer), route.forwarder),
+            Some(route) => {
+                current.protocol = listen::protocol_of(&route.peer);
+                (Some(route.peer), route.forwarder)
+            }
             None => (None, None),
         };
         if let Some(tools) = tools {
@@ -199,6 +218,16 @@ impl Upstream {
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))
     }
 
+    /// Subscribes to updates of resource `uri` on `peer` (this upstream's connection), as its
+    /// protocol has it (`watch`).
+    pub async fn subscribe_resource(
+        &self,
+        peer: &Peer<RoleClient>,
+        uri: &str,
+    ) -> Result<(), ServiceError> {
+        self.watch.subscribe(&self.name, peer, uri).await
+    }
+
     /// One attempt of a call, in its own span `S` (whose context goes upstream in `_meta`).
     async fn attempt<S: AttemptSpan>(
         &self,
@@ -209,6 +238,9 @@ impl Upstream {
         let route = self
             .route()
             .ok_or_else(|| CallError::Unavailable(self.name.clone()))?;
+        // The gateway answers an upstream's input requests itself (`mrtr`), whatever the client
+        // put in these fields.
+        mrtr::clear(&mut params);
         let relay = relay::current();
         // The client asked for progress: the upstream gets a token of the gateway's own.
         let _route = relay
@@ -252,12 +284,12 @@ impl Upstream {
     async fn send(
         &self,
         route: Route,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         relay: Option<&Arc<relay::CallRelay>>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
-            && let Forwarded::Answered(result) = forwarder.call(&params).await
+            && let Forwarded::Answered(result) = forwarder.call(&mut params).await
         {
             return result;
         }
@@ -400,10 +432,15 @@ impl Upstream {
                     match peer.list_all_tools().await {
                         Err(e) => format!("listing tools failed: {e}"),
                         Ok(tools) => {
-                            tracing::info!(upstream = %self.name, tools = tools.len(), "upstream connected");
+                            tracing::info!(upstream = %self.name, tools = tools.len(), protocol = listen::protocol_of(&peer).as_deref().unwrap_or("unknown"), "upstream connected");
                             backoff.reset();
                             self.set(Status::Up, Some(route()), Some(tools));
                             let _ = changed.send(self.name.clone());
+                            // A 2026-07-28 upstream's list changes come on a stream of their
+                            // own, open while this connection is (`listen.rs`).
+                            let _listening =
+                                listen::start(&self.name, &peer, tools_changed.clone());
+                            self.watch.connected(&self.name, &peer);
                             // Dropping `ended_by_peer` (on stop or on a failed re-list) cancels
                             // the connection, which also ends a stdio child.
                             let ended_by_peer = connection.waiting();
@@ -489,72 +526,6 @@ impl Backoff {
         Duration::from_millis(base_ms.saturating_add(noise % (base_ms / 4 + 1)))
     }
 }
-/// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
-pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
-    let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: Arc::default(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let tools = connection
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("listing tools failed: {e}"));
-        let _ = connection.cancel().await;
-        tools
-    };
-    tokio::time::timeout(within, attempt)
-        .await
-        .map_err(|_| format!("no answer within {within:?}"))?
-}
-
-/// What an upstream offers besides tools: its resources, resource templates and prompts (each
-/// empty when it offers none, or does not answer the list).
-#[derive(Debug, Default)]
-pub struct Offer {
-    pub resources: Vec<rmcp::model::Resource>,
-    pub templates: Vec<rmcp::model::ResourceTemplate>,
-    pub prompts: Vec<rmcp::model::Prompt>,
-}
-
-/// Connects once and lists the upstream's resources, templates and prompts: for `init`.
-pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Offer, String> {
-    let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: upstream.progress.clone(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let peer = connection.peer();
-        let offer = Offer {
-            resources: peer.list_all_resources().await.unwrap_or_default(),
-            templates: peer.list_all_resource_templates().await.unwrap_or_default(),
-            prompts: peer.list_all_prompts().await.unwrap_or_default(),
-        };
-        let _ = connection.cancel().await;
-        Ok(offer)
-    };
-    tokio::time::timeout(within, attempt)
-        .await
-        .map_err(|_| format!("no answer within {within:?}"))?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

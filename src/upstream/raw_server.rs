@@ -21,6 +21,9 @@ pub struct Server {
 
 type Requests = Arc<std::sync::Mutex<Vec<String>>>;
 
+/// Where an answer pauses (see `answer`).
+pub const PAUSE: char = '\u{1}';
+
 pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}/mcp?x=1", listener.local_addr().expect("address"));
@@ -86,7 +89,14 @@ async fn answer(
         let Some((answer, close)) = answers.get(n) else {
             return;
         };
-        let _ = socket.write_all(answer.as_bytes()).await;
+        // A `PAUSE` in an answer: the upstream writes the rest 50 ms later (a stream's end
+        // arriving after its last event).
+        for (n, part) in answer.split(PAUSE).enumerate() {
+            if n > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            let _ = socket.write_all(part.as_bytes()).await;
+        }
         if *close {
             return;
         }

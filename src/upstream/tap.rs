@@ -21,6 +21,9 @@ pub struct Session {
     /// headers, and the content negotiation of a JSON-RPC POST.
     pub headers: HeaderMap,
     pub has_session_id: bool,
+    /// The upstream negotiated 2026-07-28 or later: no session, and each call says what it is
+    /// (`Mcp-Method`, `Mcp-Name`, and the client's identity in `_meta`: `forward.rs`).
+    pub stateless: bool,
 }
 
 /// The session rmcp's transport last posted on successfully, once the handshake is done.
@@ -55,7 +58,10 @@ fn session_of(
     custom: &HashMap<HeaderName, HeaderValue>,
 ) -> Option<Option<Session>> {
     if let ClientJsonRpcMessage::Request(request) = message
-        && matches!(request.request, ClientRequest::InitializeRequest(_))
+        && matches!(
+            request.request,
+            ClientRequest::InitializeRequest(_) | ClientRequest::DiscoverRequest(_)
+        )
     {
         return None;
     }
@@ -63,14 +69,22 @@ fn session_of(
     let version = custom
         .get(&HeaderName::from_static("mcp-protocol-version"))
         .and_then(|v| v.to_str().ok());
-    // Dates in ISO form order as strings. Newer versions need per-request standard headers
-    // (Mcp-Method, Mcp-Name, Mcp-Param-*), which rmcp computes: leave those upstreams to it. The
-    // gateway configures credentials as headers; a bearer token of rmcp's own would not be sent.
-    let legacy = version.is_some_and(|v| v < ProtocolVersion::STANDARD_HEADERS.as_str());
-    if !legacy || auth_header.is_some() {
+    // Dates in ISO form order as strings. Newer versions are stateless and need per-request
+    // standard headers: the forwarder adds `Mcp-Method` and `Mcp-Name` to each call, and the
+    // ones rmcp computed for this post are left out. The gateway configures credentials as
+    // headers; a bearer token of rmcp's own would not be sent.
+    let Some(version) = version else {
+        return Some(None);
+    };
+    if auth_header.is_some() {
         return Some(None);
     }
-    let mut headers: HeaderMap = custom.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let stateless = version >= ProtocolVersion::STANDARD_HEADERS.as_str();
+    let mut headers: HeaderMap = custom
+        .iter()
+        .filter(|(k, _)| !(stateless && is_per_request(k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     headers.insert(
         header::ACCEPT,
         HeaderValue::from_static("text/event-stream, application/json"),
@@ -87,7 +101,14 @@ fn session_of(
     Some(Some(Session {
         headers,
         has_session_id: session_id.is_some(),
+        stateless,
     }))
+}
+
+/// The standard headers that describe one request (SEP-2243), not the connection.
+fn is_per_request(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
 }
 
 /// rmcp's HTTP client with a [`SessionTap`] on its posts.

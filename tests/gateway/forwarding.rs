@@ -36,10 +36,14 @@ fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
 
 /// Proves: on a session-mode upstream every call is sent by the forwarder (string ids), on one
 /// session (the one rmcp opened), with the negotiated protocol version and the configured
-/// headers; on a stateless upstream the same, without a session id.
+/// headers; on a stateless upstream the same, without a session id. (Legacy upstreams: a
+/// 2026-07-28 one has no session, `modern.rs`.)
 #[tokio::test]
 async fn calls_go_out_from_the_forwarder_on_the_upstream_session() {
-    for (mode, args) in [("session", &[][..]), ("stateless", &["--stateless"][..])] {
+    for (mode, args) in [
+        ("session", &["--legacy"][..]),
+        ("stateless", &["--stateless", "--legacy"][..]),
+    ] {
         let upstream = HttpUpstream::start(args);
         let gw = gateway_for(&upstream);
         let alice = client(&gw.url, KEY).await;
@@ -77,7 +81,7 @@ async fn calls_go_out_from_the_forwarder_on_the_upstream_session() {
 /// (the refused attempt did not run it); the forwarder then uses the new session.
 #[tokio::test]
 async fn an_expired_upstream_session_is_reopened_without_running_the_call_twice() {
-    let upstream = HttpUpstream::start(&["--session-idle-ms", "300"]);
+    let upstream = HttpUpstream::start(&["--session-idle-ms", "300", "--legacy"]);
     let gw = gateway_for(&upstream);
     let alice = client(&gw.url, KEY).await;
     let first = seen_by_upstream(&alice).await;

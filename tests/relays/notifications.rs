@@ -1,5 +1,7 @@
-//! Progress and cancellation through the gateway, over both kinds of upstream connection (the
-//! forwarder for Streamable HTTP, rmcp's client for stdio).
+//! Progress and cancellation through the gateway, over every kind of upstream connection: the
+//! forwarder for Streamable HTTP, to an upstream spoken to in 2026-07-28 (stateless calls,
+//! cancelled by closing the answer stream) and to one on a 2025-11-25 session (`--legacy`:
+//! `notifications/cancelled`), and rmcp's client for stdio.
 
 use std::time::Duration;
 
@@ -44,8 +46,8 @@ fn messages(body: &str) -> Vec<Value> {
 /// progress notification reached the client).
 #[tokio::test]
 async fn progress_comes_back_with_the_clients_token() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
         let raw = Raw::new(&gateway.url);
         let session = raw.open_session(Some(KEY), "2025-11-25").await;
@@ -86,8 +88,8 @@ async fn progress_comes_back_with_the_clients_token() {
 /// upstream ran on, and counted no cancellation).
 #[tokio::test]
 async fn a_cancelled_call_is_cancelled_upstream() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
         let raw = Raw::new(&gateway.url);
         let session = raw.open_session(Some(KEY), "2025-11-25").await;

@@ -1,8 +1,10 @@
 //! The upstream's requests to the client (`sampling/createMessage`, `elicitation/create`,
 //! `roots/list`) through the gateway, answered by the official Python SDK's callbacks
-//! (`tests/clients/py2_asks_client.py`), over both kinds of upstream connection: the forwarder,
-//! which reads the request on the call's own answer stream (HTTP), and rmcp's client, for which
-//! the request is the only call in flight's (stdio).
+//! (`tests/clients/py2_asks_client.py`), over every kind of upstream connection: the forwarder
+//! to an HTTP upstream spoken to in 2026-07-28, which asks with an `InputRequiredResult` (MRTR)
+//! and gets the call again with the answers; the forwarder to one on a 2025-11-25 session
+//! (`--legacy`), which sends the request on the call's own answer stream; and rmcp's client, for
+//! which the request is the only call in flight's (stdio).
 
 use serde_json::{Value, json};
 
@@ -73,16 +75,25 @@ fn result(out: &Value, n: usize) -> (bool, String) {
     )
 }
 
+/// Which way the gateway reaches the upstream `http` (`None`: the stdio one): for messages.
+fn spoken(http: Option<&HttpUpstream>, legacy: &HttpUpstream) -> &'static str {
+    match http {
+        Some(upstream) if std::ptr::eq(upstream, legacy) => "http, 2025-11-25 session",
+        Some(_) => "http, 2026-07-28 stateless",
+        None => "stdio",
+    }
+}
+
 /// Proves: each of the upstream's three requests reaches the client whose call caused it, its
 /// callback runs exactly once, and its answer goes back upstream (the tools return what the
 /// callbacks answered); over HTTP and stdio. Fails without the relay (the gateway answered
 /// these requests with -32601 itself, and the tools returned errors).
 #[tokio::test]
 async fn a_clients_callbacks_answer_the_upstreams_requests_once_each() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
-        let over = if http.is_some() { "http" } else { "stdio" };
+        let over = spoken(http, &legacy);
         let out = client(&gateway, "all", three_asking_calls());
         assert_each_answered_once(&out, over);
         assert_eq!(out["sampling_prompts"], json!(["say hi"]), "{over}: {out}");
@@ -127,10 +138,10 @@ fn assert_each_answered_once(out: &Value, over: &str) {
 /// and stdio.
 #[tokio::test]
 async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
-        let over = if http.is_some() { "http" } else { "stdio" };
+        let over = spoken(http, &legacy);
         let none = client(&gateway, "none", three_asking_calls());
         for n in 0..3 {
             let (error, text) = result(&none, n);
@@ -168,10 +179,10 @@ async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
 /// "not relayed" and the tools returned errors).
 #[tokio::test]
 async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
-        let over = if http.is_some() { "http" } else { "stdio" };
+        let over = spoken(http, &legacy);
         let out = client_in(&gateway, "all", three_asking_calls(), "auto");
         assert_each_answered_once(&out, over);
         for tool in ["test_sampling", "test_elicitation", "list_roots"] {
@@ -288,10 +299,10 @@ async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
 /// that asks for progress); over HTTP and stdio.
 #[tokio::test]
 async fn a_stateless_client_without_the_capability_is_never_asked() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
-        let over = if http.is_some() { "http" } else { "stdio" };
+        let over = spoken(http, &legacy);
         let raw = Raw::new(&gateway.url);
         let headers = stateless_call_headers(KEY, "test_sampling");
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -322,8 +333,8 @@ async fn a_stateless_client_without_the_capability_is_never_asked() {
 /// answer is what the tools return.
 #[tokio::test]
 async fn a_typescript_clients_handlers_answer_the_upstreams_requests_once_each() {
-    let upstream = HttpUpstream::start(&[]);
-    for http in [Some(&upstream), None] {
+    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
+    for http in [Some(&upstream), Some(&legacy), None] {
         let gateway = gateway(http);
         let options = json!({
             "capabilities": {
@@ -339,7 +350,7 @@ async fn a_typescript_clients_handlers_answer_the_upstreams_requests_once_each()
             ]
         });
         let out = crate::common::peers::ts_client(&gateway.url, KEY, &options);
-        let over = if http.is_some() { "http" } else { "stdio" };
+        let over = spoken(http, &legacy);
         assert_eq!(
             out["asked"],
             json!({"sampling": 1, "elicitation": 1, "roots": 1}),

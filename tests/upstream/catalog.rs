@@ -175,6 +175,17 @@ pub fn base_tools() -> Vec<Tool> {
             no_params(),
         ),
         Tool::new(
+            "asks_rounds",
+            "MCP 2026-07-28 only: asks the caller to confirm `rounds` times, one multi round-trip \
+             request each, then returns the confirmations.",
+            object(json!({
+                "type": "object",
+                "properties": {"rounds": {"type": "integer", "minimum": 1, "maximum": 100}},
+                "required": ["rounds"],
+                "additionalProperties": false
+            })),
+        ),
+        Tool::new(
             "echo_meta",
             "Returns the request's _meta as this upstream received it.",
             object(json!({"type": "object", "properties": {}})),
@@ -206,6 +217,11 @@ pub fn base_tools() -> Vec<Tool> {
             no_params(),
         ),
     ]
+}
+
+/// The tool `--modern-only-tool` offers to 2026-07-28 clients only.
+pub fn modern_only_tool(name: &'static str) -> Tool {
+    Tool::new(name, "Offered only on MCP 2026-07-28.", no_params())
 }
 
 pub fn extra_tool() -> Tool {

@@ -16,14 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientResult, ContentBlock, CreateMessageRequest, ElicitRequest, JsonObject,
-    LoggingLevel, ProgressNotificationParam, ServerRequest, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+    JsonObject, LoggingLevel, ProgressNotificationParam, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::ask;
 use crate::handler::DemoUpstream;
 
 /// A 1x1 red pixel, PNG, base64: the smallest image the image scenarios accept.
@@ -150,10 +151,11 @@ pub fn tools() -> Vec<Tool> {
 /// Runs a conformance tool; `None` when `name` is not one of them.
 pub async fn call(
     server: &DemoUpstream,
-    name: &str,
+    request: &CallToolRequestParams,
     args: &JsonObject,
     context: &RequestContext<RoleServer>,
-) -> Option<Result<CallToolResult, ErrorData>> {
+) -> Option<Result<CallToolResponse, ErrorData>> {
+    let name = request.name.as_ref();
     let result = match name {
         "test_simple_text" => Ok(text("This is a simple text response for testing.")),
         "test_image_content" => Ok(CallToolResult::success(vec![ContentBlock::image(
@@ -186,16 +188,21 @@ pub async fn call(
         "test_error_handling" => Ok(CallToolResult::error(vec![ContentBlock::text(
             "This tool intentionally returns an error for testing",
         )])),
-        "test_sampling" => sampling(args, context).await,
+        "test_sampling" => return Some(sampling(request, args, context).await),
         "test_elicitation" => match string_arg(args, "message") {
-            Ok(message) => elicit(context, "User response", elicitation_form(message)).await,
+            Ok(message) => {
+                let form = elicitation_form(message);
+                return Some(elicit(request, context, "User response", form).await);
+            }
             Err(error) => Ok(error),
         },
         "test_elicitation_sep1034_defaults" => {
-            elicit(context, "Elicitation completed", defaults_form()).await
+            let form = defaults_form();
+            return Some(elicit(request, context, "Elicitation completed", form).await);
         }
         "test_elicitation_sep1330_enums" => {
-            elicit(context, "Elicitation completed", enums_form()).await
+            let form = enums_form();
+            return Some(elicit(request, context, "Elicitation completed", form).await);
         }
         "test_reconnection" => Ok(reconnection(server, context).await),
         "json_schema_2020_12_tool" => {
@@ -203,7 +210,7 @@ pub async fn call(
         }
         _ => return None,
     };
-    Some(result)
+    Some(result.map(Into::into))
 }
 
 /// Closes this call's SSE stream (when served over HTTP with sessions), then answers once the
@@ -296,36 +303,42 @@ async fn with_progress(context: &RequestContext<RoleServer>) -> Result<CallToolR
     }))
 }
 
-/// Whether the client declared a capability at `initialize` (unknown clients: no).
+/// Whether the client declared a capability (at `initialize`, or in the request's `_meta` on
+/// 2026-07-28; unknown clients: no).
 fn client_declared(context: &RequestContext<RoleServer>, sampling: bool) -> bool {
-    context.peer.peer_info().is_some_and(|info| {
+    context.client_capabilities().is_some_and(|capabilities| {
         if sampling {
-            info.capabilities.sampling.is_some()
+            capabilities.sampling.is_some()
         } else {
-            info.capabilities.elicitation.is_some()
+            capabilities.elicitation.is_some()
         }
     })
 }
 
 async fn sampling(
+    request: &CallToolRequestParams,
     args: &JsonObject,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let prompt = match string_arg(args, "prompt") {
         Ok(prompt) => prompt,
-        Err(error) => return Ok(error),
+        Err(error) => return Ok(error.into()),
     };
     if !client_declared(context, true) {
         return Ok(CallToolResult::error(vec![ContentBlock::text(
             "the client did not declare the sampling capability",
-        )]));
+        )])
+        .into());
     }
-    let params = wire(json!({
+    let asked = ask::sampling_request(json!({
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
         "maxTokens": 100
     }))?;
-    let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-    Ok(match context.peer.send_request(request).await {
+    let answer = match ask::ask("test_sampling", request, context, asked).await {
+        ask::Asked::InputRequired(required) => return Ok(required.into()),
+        ask::Asked::Answer(answer) => answer,
+    };
+    Ok(match answer {
         Ok(ClientResult::CreateMessageResult(result)) => {
             let answer = serde_json::to_value(&result.message.content)
                 .ok()
@@ -345,23 +358,30 @@ async fn sampling(
         Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
             "sampling/createMessage failed: {error}"
         ))]),
-    })
+    }
+    .into())
 }
 
 /// Sends `elicitation/create` with `params` and reports the user's answer as
 /// `"{label}: action=..., content={...}"`.
 async fn elicit(
+    request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     label: &str,
     params: Value,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     if !client_declared(context, false) {
         return Ok(CallToolResult::error(vec![ContentBlock::text(
             "the client did not declare the elicitation capability",
-        )]));
+        )])
+        .into());
     }
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(wire(params)?));
-    Ok(match context.peer.send_request(request).await {
+    let asked = ask::elicitation_request(params)?;
+    let answer = match ask::ask(&request.name, request, context, asked).await {
+        ask::Asked::InputRequired(required) => return Ok(required.into()),
+        ask::Asked::Answer(answer) => answer,
+    };
+    Ok(match answer {
         Ok(ClientResult::ElicitResult(result)) => {
             let answer = json!(result);
             let action = answer.get("action").cloned().unwrap_or(Value::Null);
@@ -378,7 +398,8 @@ async fn elicit(
         Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
             "elicitation/create failed: {error}"
         ))]),
-    })
+    }
+    .into())
 }
 
 fn elicitation_form(message: &str) -> Value {

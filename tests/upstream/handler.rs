@@ -20,6 +20,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::broadcast;
 
+use crate::ask::is_modern;
 use crate::reconnect::Sessions;
 use crate::subscriptions::Subscriptions;
 use crate::{catalog, conformance, content, tools};
@@ -82,7 +83,15 @@ pub struct DemoUpstream {
     session: Arc<Session>,
     /// The HTTP session manager, when serving Streamable HTTP with sessions (`test_reconnection`).
     sessions: Option<Arc<Sessions>>,
+    /// Offers the `modern_only` tool to 2026-07-28 clients (`--modern-only-tool`).
+    modern_only_tool: bool,
+    /// Answers `server/discover` as a legacy server would, so clients use `initialize`
+    /// (`--legacy`).
+    legacy: bool,
 }
+
+/// The tool offered only to 2026-07-28 clients with `--modern-only-tool`.
+const MODERN_ONLY: &str = "modern_only";
 
 impl Default for DemoUpstream {
     fn default() -> Self {
@@ -111,7 +120,21 @@ impl DemoUpstream {
             session: Session::new(&shared),
             shared,
             sessions: None,
+            modern_only_tool: false,
+            legacy: false,
         }
+    }
+
+    /// The same handler, offering `modern_only` to 2026-07-28 clients (`true`).
+    pub fn with_modern_only_tool(mut self, on: bool) -> Self {
+        self.modern_only_tool = on;
+        self
+    }
+
+    /// The same handler, refusing `server/discover` as a legacy server does (`true`).
+    pub fn legacy(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
     }
 
     /// The same handler, able to close its callers' SSE streams through `sessions`.
@@ -130,6 +153,8 @@ impl DemoUpstream {
             shared: Arc::clone(&self.shared),
             session: Session::new(&self.shared),
             sessions: self.sessions.clone(),
+            modern_only_tool: self.modern_only_tool,
+            legacy: self.legacy,
         }
     }
 
@@ -142,7 +167,12 @@ impl DemoUpstream {
     /// Sends `notifications/message` to the caller of `context` unless the session's
     /// `logging/setLevel` filters it out.
     pub async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, text: &str) {
-        let threshold = *lock(&self.session.log_level);
+        // 2026-07-28 has no `logging/setLevel`: each request says its level in `_meta`.
+        let threshold = if is_modern(context) {
+            context.meta.log_level()
+        } else {
+            *lock(&self.session.log_level)
+        };
         if threshold.is_some_and(|threshold| severity(level) < severity(threshold)) {
             return;
         }
@@ -260,9 +290,32 @@ impl ServerHandler for DemoUpstream {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        let mut tools = self.tools();
+        if self.modern_only_tool && is_modern(&context) {
+            tools.push(catalog::modern_only_tool(MODERN_ONLY));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// A legacy server knows no `server/discover`: with `--legacy`, method not found, which
+    /// tells a client to fall back to `initialize`.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        if self.legacy {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "Method not found: server/discover",
+                None,
+            ));
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -274,8 +327,15 @@ impl ServerHandler for DemoUpstream {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let result: CallToolResult = tools::call(self, &request, &context).await?;
-        Ok(result.into())
+        if self.modern_only_tool && request.name == MODERN_ONLY && is_modern(&context) {
+            return Ok(
+                CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    "spoken in 2026-07-28",
+                )])
+                .into(),
+            );
+        }
+        tools::call(self, &request, &context).await
     }
 
     async fn list_resources(
@@ -358,29 +418,46 @@ impl ServerHandler for DemoUpstream {
         Ok(())
     }
 
-    /// 2026-07-28 clients get `notifications/tools/list_changed` only on a
-    /// `subscriptions/listen` stream; legacy sessions get it from `toggle_extra` directly.
+    /// 2026-07-28 clients get `notifications/tools/list_changed` and
+    /// `notifications/resources/updated` only on a `subscriptions/listen` stream; legacy
+    /// sessions get them from `toggle_extra` and `touch_resource` directly.
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        let mut accepted = SubscriptionFilter::builder().tools_list_changed().build();
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let tools = context.accepted().tools_list_changed == Some(true);
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
         let mut changes = self.shared.list_changed.subscribe();
+        let mut watching = self.shared.subscriptions.watch(&uris);
         loop {
-            tokio::select! {
+            let sent = tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 change = changes.recv() => match change {
-                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if let Err(error) = context.sink().notify_tool_list_changed().await {
-                            tracing::debug!(%error, "subscription closed");
-                            return Ok(());
-                        }
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) if tools => {
+                        context.sink().notify_tool_list_changed().await
                     }
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Ok(()),
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
+                uri = watching.updates.recv() => match uri {
+                    Ok(uri) if uris.contains(&uri) => context.sink().notify_resource_updated(uri).await,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            };
+            if let Err(error) = sent {
+                tracing::debug!(%error, "subscription closed");
+                return Ok(());
             }
         }
     }

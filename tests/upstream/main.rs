@@ -9,6 +9,7 @@
 //! ```text
 //! demo-upstream stdio
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
+//!                    [--modern-only-tool] [--legacy]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
@@ -18,6 +19,7 @@
 // `tools.rs`), where `main` and everything only it reaches are unused, which is expected.
 #![cfg_attr(test, allow(dead_code))]
 
+mod ask;
 mod catalog;
 mod conformance;
 mod content;
@@ -72,6 +74,13 @@ enum Transport {
         /// Close a session after this many milliseconds without activity (rmcp's default: 5 min).
         #[arg(long)]
         session_idle_ms: Option<u64>,
+        /// Also offer the `modern_only` tool, to 2026-07-28 clients only.
+        #[arg(long)]
+        modern_only_tool: bool,
+        /// Answer `server/discover` as a legacy server (2025-11-25 and before) does: clients
+        /// then open a session with `initialize`.
+        #[arg(long)]
+        legacy: bool,
     },
 }
 
@@ -96,7 +105,14 @@ fn main() -> ExitCode {
                 host,
                 stateless,
                 session_idle_ms,
-            } => serve_http(&host, port, stateless, session_idle_ms).await,
+                modern_only_tool,
+                legacy,
+            } => {
+                let handler = DemoUpstream::new()
+                    .with_modern_only_tool(modern_only_tool)
+                    .legacy(legacy);
+                serve_http(handler, &host, port, stateless, session_idle_ms).await
+            }
         }
     });
     match result {
@@ -128,6 +144,7 @@ async fn serve_stdio() -> Result<(), BoxError> {
 }
 
 async fn serve_http(
+    handler: DemoUpstream,
     host: &str,
     port: u16,
     stateless: bool,
@@ -149,7 +166,7 @@ async fn serve_http(
         local.session_config.keep_alive = Some(Duration::from_millis(ms));
     }
     let sessions = Arc::new(Sessions::new(local));
-    let handler = DemoUpstream::new().with_sessions(Arc::clone(&sessions));
+    let handler = handler.with_sessions(Arc::clone(&sessions));
     let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     let app = axum::Router::new().nest_service("/mcp", service);
 

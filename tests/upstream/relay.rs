@@ -6,27 +6,35 @@
 // `roots/list` is deprecated by SEP-2577 (2026-07-28) in rmcp; 2025-11-25 clients still answer it.
 #![allow(deprecated)]
 
-use rmcp::model::{CallToolResult, ClientResult, ContentBlock, ListRootsRequest, ServerRequest};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
-/// `roots/list` to the caller; its roots as `{"roots": [...]}`, or a tool error saying why not.
-pub async fn list_roots(context: &RequestContext<RoleServer>) -> CallToolResult {
+use crate::ask;
+
+/// `roots/list` to the caller (`ask`: a request, or an `InputRequiredResult` on 2026-07-28);
+/// its roots as `{"roots": [...]}`, or a tool error saying why not.
+pub async fn list_roots(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResponse {
     let declared = context
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.roots.is_some());
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.roots.is_some());
     if !declared {
         return CallToolResult::error(vec![ContentBlock::text(
             "the client did not declare the roots capability",
-        )]);
+        )])
+        .into();
     }
-    let request = ServerRequest::ListRootsRequest(ListRootsRequest {
-        method: Default::default(),
-        extensions: Default::default(),
-    });
-    match context.peer.send_request(request).await {
+    let answer = match ask::ask("list_roots", request, context, ask::roots_request()).await {
+        ask::Asked::InputRequired(required) => return required.into(),
+        ask::Asked::Answer(answer) => answer,
+    };
+    let result = match answer {
         Ok(ClientResult::ListRootsResult(result)) => {
             CallToolResult::structured(json!({"roots": result.roots}))
         }
@@ -37,7 +45,8 @@ pub async fn list_roots(context: &RequestContext<RoleServer>) -> CallToolResult 
         Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
             "roots/list failed: {error}"
         ))]),
-    }
+    };
+    result.into()
 }
 
 /// The request's `_meta`, as `{"meta": {...}}` (`{}` when it had none).

@@ -1,20 +1,64 @@
 //! Which sessions subscribed to which resource URIs (`resources/subscribe`), process-wide, so the
 //! `touch_resource` tool can send `notifications/resources/updated` to exactly those sessions:
-//! the behaviour a gateway must relay per session without leaking it to the others.
+//! the behaviour a gateway must relay per session without leaking it to the others. A
+//! 2026-07-28 client has no session: it names the URIs in a `subscriptions/listen` filter, and
+//! hears of them on that stream ([`Subscriptions::watch`]).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::Peer;
+use tokio::sync::broadcast;
 
 /// One subscribed session: a key unique among live sessions, and the way to reach it.
 type Subscriber = (usize, Peer<RoleServer>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Subscriptions {
     by_uri: Mutex<HashMap<String, Vec<Subscriber>>>,
+    /// How many open `subscriptions/listen` streams name each URI.
+    streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// Every touched URI, for those streams.
+    updates: broadcast::Sender<String>,
+}
+
+impl Default for Subscriptions {
+    fn default() -> Self {
+        Subscriptions {
+            by_uri: Mutex::default(),
+            streams: Arc::default(),
+            updates: broadcast::channel(64).0,
+        }
+    }
+}
+
+/// A stream's URIs, counted while it lives.
+pub struct Watching {
+    streams: Arc<Mutex<HashMap<String, usize>>>,
+    uris: Vec<String>,
+    pub updates: broadcast::Receiver<String>,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let mut streams = lock(&self.streams);
+        for uri in &self.uris {
+            if let Some(count) = streams.get_mut(uri) {
+                *count -= 1;
+                if *count == 0 {
+                    streams.remove(uri);
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Subscriptions {
@@ -52,11 +96,29 @@ impl Subscriptions {
         });
     }
 
-    /// Sends `notifications/resources/updated` for `uri` to every session subscribed to it;
-    /// returns how many were reached. A session that cannot be reached any more is forgotten.
+    /// A `subscriptions/listen` stream that names `uris`: it hears of them through the
+    /// returned receiver, and counts as a subscriber while the guard lives.
+    pub fn watch(&self, uris: &[String]) -> Watching {
+        let mut streams = lock(&self.streams);
+        for uri in uris {
+            *streams.entry(uri.clone()).or_default() += 1;
+        }
+        Watching {
+            streams: self.streams.clone(),
+            uris: uris.to_vec(),
+            updates: self.updates.subscribe(),
+        }
+    }
+
+    /// Sends `notifications/resources/updated` for `uri` to every session subscribed to it, and
+    /// to every stream that names it; returns how many were reached. A session that cannot be
+    /// reached any more is forgotten.
     pub async fn notify_updated(&self, uri: &str) -> usize {
         let subscribers = self.lock().get(uri).cloned().unwrap_or_default();
-        let mut reached = 0;
+        let mut reached = lock(&self.streams).get(uri).copied().unwrap_or(0);
+        if reached > 0 {
+            let _ = self.updates.send(uri.to_owned());
+        }
         for (key, peer) in subscribers {
             let param = ResourceUpdatedNotificationParam::new(uri);
             match peer.notify_resource_updated(param).await {

@@ -4,21 +4,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use crate::catalog::{BIG_MAX_BYTES, CITIES, CRASH_EXIT_CODE, SECRET_MARKER, SLOW_MAX_MS};
 use crate::handler::DemoUpstream;
-use crate::{conformance, relay};
+use crate::{ask, conformance, relay};
 
 /// Dispatches one `tools/call`.
 pub async fn call(
     server: &DemoUpstream,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let name = request.name.as_ref();
     let empty = JsonObject::new();
     let args = Args {
@@ -63,10 +65,14 @@ pub async fn call(
             ))
         }),
         "list_roots" => match args.only(&[]) {
-            Ok(()) => Ok(relay::list_roots(context).await),
+            Ok(()) => return Ok(relay::list_roots(request, context).await),
             Err(error) => Err(error),
         },
-        "echo_meta" => return relay::echo_meta(context),
+        "asks_rounds" => match args.only(&["rounds"]).and_then(|()| args.number("rounds")) {
+            Ok(rounds) => return ask::rounds(request, context, rounds.as_u64().unwrap_or(1)),
+            Err(error) => Err(error),
+        },
+        "echo_meta" => return relay::echo_meta(context).map(Into::into),
         "touch_resource" => match args.only(&["uri"]).and_then(|()| args.string("uri")) {
             Ok(uri) => Ok(CallToolResult::structured(
                 json!({"notified": server.touch_resource(uri).await}),
@@ -75,7 +81,7 @@ pub async fn call(
         },
         "extra" if server.extra_enabled() => args.only(&[]).map(|()| text("extra")),
         _ => {
-            if let Some(result) = conformance::call(server, name, args.map, context).await {
+            if let Some(result) = conformance::call(server, request, args.map, context).await {
                 return result;
             }
             return Err(ErrorData::invalid_params(
@@ -84,7 +90,9 @@ pub async fn call(
             ));
         }
     };
-    Ok(outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
+    let result =
+        outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)]));
+    Ok(result.into())
 }
 
 fn text(text: impl Into<String>) -> CallToolResult {

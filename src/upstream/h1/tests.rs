@@ -155,14 +155,17 @@ async fn answers_are_read_and_the_connection_is_kept() {
     .await;
     let client = Http1Client::for_url(&server.url).expect("an http URL");
     let mut answer = client
-        .post(&json_headers(), b"{\"x\":true}")
+        .post(&json_headers(), &[], b"{\"x\":true}")
         .await
         .expect("answer");
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.headers["content-type"], "application/json");
     assert_eq!(body_of(&mut answer).await, "{\"a\":1}");
     drop(answer);
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "abcde");
     drop(answer);
 
@@ -209,7 +212,10 @@ async fn closed_connections_are_not_reused() {
     .await;
     let client = Http1Client::for_url(&server.url).expect("an http URL");
     for expected in ["ok", "until the end", "1"] {
-        let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+        let mut answer = client
+            .post(&json_headers(), &[], b"{}")
+            .await
+            .expect("answer");
         assert_eq!(body_of(&mut answer).await, expected);
     }
     // The third answer's connection was kept (nothing said close) but the server closed it:
@@ -222,7 +228,10 @@ async fn closed_connections_are_not_reused() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "2");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 4);
     assert_eq!(
@@ -248,13 +257,22 @@ async fn an_unfinished_answer_does_not_leak_into_the_next() {
     ])
     .await;
     let client = Http1Client::for_url(&server.url).expect("an http URL");
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
     drop(answer);
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
     drop(answer);
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "xyz");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
 }
@@ -284,7 +302,7 @@ async fn a_configured_host_wins() {
     let client = Http1Client::for_url(&server.url).expect("an http URL");
     let mut headers = json_headers();
     headers.insert("host", HeaderValue::from_static("tools.internal"));
-    let answer = client.post(&headers, b"{}").await.expect("answer");
+    let answer = client.post(&headers, &[], b"{}").await.expect("answer");
     drop(answer);
     let requests = server.requests.lock().expect("lock").clone();
     assert_eq!(requests[0].matches("host: ").count(), 1, "{}", requests[0]);
@@ -305,7 +323,10 @@ async fn a_cut_off_body_stays_an_error() {
     ])
     .await;
     let client = Http1Client::for_url(&server.url).expect("an http URL");
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(
         answer.chunk().await.expect("first piece"),
         Some(&b"abc"[..])
@@ -313,7 +334,10 @@ async fn a_cut_off_body_stays_an_error() {
     assert!(answer.chunk().await.is_err(), "the cut is reported");
     assert!(answer.chunk().await.is_err(), "and stays reported");
     drop(answer);
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "ok");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
 }
@@ -353,7 +377,10 @@ async fn an_end_that_arrived_later_still_keeps_the_connection() {
     });
     let client = Http1Client::for_url(&url).expect("an http URL");
     for _ in 0..2 {
-        let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+        let mut answer = client
+            .post(&json_headers(), &[], b"{}")
+            .await
+            .expect("answer");
         assert_eq!(answer.chunk().await.expect("chunk"), Some(&b"abc"[..]));
         // The end has arrived (unread) once the server has written it.
         tokio::time::timeout(std::time::Duration::from_secs(10), ended.notified())
@@ -380,7 +407,10 @@ async fn a_host_name_is_resolved_and_its_addresses_tried() {
     let port = server.url.port().expect("port");
     let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).expect("url");
     let client = Http1Client::for_url(&url).expect("an http URL");
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "ok");
     drop(answer);
     let requests = server.requests.lock().expect("lock").clone();
@@ -452,7 +482,7 @@ async fn an_answer_before_the_request_is_written_is_refused() {
     let (url, _) = speaks_first(FORGED, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
     let client = Http1Client::for_url(&url).expect("an http URL");
     let body = vec![b' '; 32 * 1024 * 1024];
-    match client.post(&json_headers(), &body).await {
+    match client.post(&json_headers(), &[], &body).await {
         Ok(mut answer) => panic!(
             "took an answer sent before the request: {}",
             body_of(&mut answer).await
@@ -498,11 +528,17 @@ async fn a_kept_connection_with_bytes_waiting_is_not_used() {
         }
     });
     let client = Http1Client::for_url(&url).expect("an http URL");
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(body_of(&mut answer).await, "0");
     drop(answer);
     forged_rx.await.expect("the server sent its forged answer");
-    let mut answer = client.post(&json_headers(), b"{}").await.expect("answer");
+    let mut answer = client
+        .post(&json_headers(), &[], b"{}")
+        .await
+        .expect("answer");
     assert_eq!(
         body_of(&mut answer).await,
         "1",
