@@ -6,6 +6,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::upstream::raw_server::server;
+use http::HeaderName;
 
 /// Decodes `wire` (a whole body under `framing`) fed to the decoder `split` bytes at a time.
 fn decode(mut framing: Framing, wire: &[u8], split: usize) -> io::Result<(Vec<u8>, usize)> {
