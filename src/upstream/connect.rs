@@ -15,7 +15,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::sync::Notify;
 
 use super::forward::Forwarder;
@@ -240,12 +240,11 @@ pub async fn connect(
             if let Some(stderr) = stderr {
                 tokio::spawn(super::stderr::log_stderr(name.to_string(), stderr));
             }
-            // Still `initialize` (2025-11-25): rmcp's stdio transport carries `server/discover`
-            // too, but a stdio server that ignores a request before `initialize` (not checked
-            // against the Python and Node servers operators run) would cost Auto's 10 s probe
-            // on every start and restart of the child. Left for when that is checked.
+            // The same lifecycle as HTTP (`lifecycle`): the Python and Node servers operators
+            // run answer `server/discover` at once, either with their versions or with
+            // -32601, on which rmcp falls back to `initialize` without waiting.
             let connection = handler
-                .serve(child)
+                .serve_with_lifecycle(child, lifecycle())
                 .await
                 .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
             Ok(Connected {
@@ -287,14 +286,8 @@ pub async fn connect(
             )
             .identified_as(&handler.get_info());
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            // 2026-07-28 when the upstream offers it (tools it offers only there are seen),
-            // `initialize` at 2025-11-25 when it answers `server/discover` as a legacy server.
-            let lifecycle = ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::V_2025_11_25),
-            };
             let connection = handler
-                .serve_with_lifecycle(transport, lifecycle)
+                .serve_with_lifecycle(transport, lifecycle())
                 .await
                 .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
             Ok(Connected {
@@ -302,6 +295,18 @@ pub async fn connect(
                 forwarder: Some(forwarder),
             })
         }
+    }
+}
+
+/// How every connection opens, stdio or HTTP: 2026-07-28 when the upstream offers it (tools it
+/// offers only there are seen), `initialize` at 2025-11-25 when it answers `server/discover`
+/// as a legacy server does (an error, such as -32601: rmcp falls back at once). Only an
+/// upstream that leaves `server/discover` unanswered costs rmcp's 10 s probe before the
+/// fallback.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
     }
 }
 

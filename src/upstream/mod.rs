@@ -5,6 +5,7 @@
 //! [`call_with_retries`](Upstream::call_with_retries) never waits for a connection: a down
 //! upstream answers at once.
 
+mod by_peer;
 mod connect;
 mod events;
 mod forward;
@@ -32,11 +33,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorData,
-    RequestMetaObject, ServerResult, Tool,
-};
-use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, RequestMetaObject, Tool};
+use rmcp::service::{Peer, ServiceError};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -280,7 +278,7 @@ impl Upstream {
     }
 
     /// Sends the call through the forwarder when there is one and it takes the call, through
-    /// rmcp otherwise.
+    /// rmcp otherwise (`by_peer`).
     async fn send(
         &self,
         route: Route,
@@ -293,59 +291,8 @@ impl Upstream {
         {
             return result;
         }
-        if let Some(relay) = relay {
-            return Box::pin(self.send_relayed(&route.peer, params, relay, entered)).await;
-        }
-        // Boxed: rmcp's request future is large, and the forwarder answers most calls.
-        match Box::pin(route.peer.call_tool(params)).await {
-            Ok(result) => Ok(result),
-            Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
-            Err(e) => {
-                // The transport's own text names rmcp internals: log it, answer plainly.
-                tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
-                Err(CallError::ConnectionLost(self.name.clone()))
-            }
-        }
-    }
-
-    /// A call through rmcp with a client behind it (`relay`): rmcp gives the request a progress
-    /// token of its own, which is routed to the client for as long as the call runs when it
-    /// asked for progress, and the request's id is noted (`entered`) so that requests the
-    /// upstream sends on its answer stream reach the client. A call given up on (the client
-    /// cancelled, or a timeout) is cancelled upstream, as rmcp's `call_tool` would.
-    async fn send_relayed(
-        &self,
-        peer: &Peer<RoleClient>,
-        params: CallToolRequestParams,
-        relay: &Arc<relay::CallRelay>,
-        entered: &inflight::Entered<'_>,
-    ) -> Result<CallToolResult, CallError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|_| CallError::ConnectionLost(self.name.clone()))?;
-        entered.sent_as(handle.id.clone());
-        let _route = relay.progress_token.is_some().then(|| {
-            self.progress
-                .route(handle.progress_token.clone(), relay.clone())
-        });
-        let mut cancel = relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
-        let answer = handle.await_response().await;
-        cancel.answered();
-        // rmcp hands each notification to a task of its own, so progress the upstream sent
-        // just before its answer may still be on its way: give those tasks a turn before the
-        // route goes (progress after the answer is dropped, as MCP wants).
-        tokio::task::yield_now().await;
-        match answer {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
-            Ok(_) => Err(CallError::Malformed(self.name.clone())),
-            Err(ServiceError::McpError(e)) => Err(CallError::Protocol(e)),
-            Err(e) => {
-                tracing::warn!(upstream = %self.name, error = %e, "call failed: connection lost");
-                Err(CallError::ConnectionLost(self.name.clone()))
-            }
-        }
+        // Boxed: rmcp's request future is large, and the forwarder answers most HTTP calls.
+        Box::pin(self.call_by_peer(&route.peer, params, relay, entered)).await
     }
 
     /// Calls `params.name` on the upstream, waiting at most `timeout` for each answer, and

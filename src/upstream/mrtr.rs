@@ -21,7 +21,9 @@
 
 use std::collections::BTreeMap;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, InputResponses};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, InputRequiredResult, InputResponses,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -66,6 +68,14 @@ impl InputRequired {
             Ok(tagged) if tagged.result_type == "input_required" => Some(tagged.required),
             _ => None,
         }
+    }
+
+    /// The `InputRequiredResult` rmcp read (a call sent through its client: `by_peer`), as
+    /// the forwarder reads one from the wire. `None` if it does not read back, which rmcp's
+    /// own reading rules out.
+    pub fn of(result: &InputRequiredResult) -> Option<InputRequired> {
+        let json = serde_json::to_string(result).ok()?;
+        InputRequired::read(&json)
     }
 }
 
