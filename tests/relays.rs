@@ -6,6 +6,9 @@
 
 mod common;
 
+#[path = "relays/over.rs"]
+mod over;
+
 #[path = "relays/meta.rs"]
 mod meta;
 

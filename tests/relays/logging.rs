@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::common::peers::{py2_python, repo_root};
 use crate::common::process::{spawn_logged, wait_listening};
 use crate::common::{Gateway, KEY, Raw, callers, free_port};
+use crate::over::Over;
 
 /// The Python SDK upstream of tests/relays/py_upstream.py, killed on drop.
 struct PyUpstream {
@@ -138,15 +139,22 @@ async fn log_messages_reach_the_caller_at_its_level() {
 /// Proves: a stdio upstream's log messages, which carry no relation to any call (one stream for
 /// everything), reach the session whose call is the only one in flight, at or above its level;
 /// all three of the demo's `test_tool_with_logging` messages, the last one sent just before the
-/// answer included. Fails without `upstream::inflight` (they went to the gateway's log only).
+/// answer included; on 2026-07-28 (the call asks for every level in its `_meta`) and on
+/// 2025-11-25 (`logging/setLevel`). Fails without `upstream::inflight` (they went to the
+/// gateway's log only).
 #[tokio::test]
 async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
+    for over in [Over::Stdio { legacy: false }, Over::Stdio { legacy: true }] {
+        stdio_log_messages_reach_the_call(over).await;
+    }
+}
+
+async fn stdio_log_messages_reach_the_call(over: Over<'_>) {
     let contract = "upstream: demo\ntools:\n  test_tool_with_logging:\n    privilege: read\n    input: { type: object }\n";
-    let gateway = Gateway::start(
-        &crate::common::demo_stdio_config(&callers(&[]), ""),
-        &[("demo.yaml", contract)],
-    );
+    let gateway = Gateway::start(&over.config(&callers(&[])), &[("demo.yaml", contract)]);
     gateway.wait_tools_joined("demo", &["test_tool_with_logging"]);
+    over.assert_spoken(&gateway);
+    let over = over.name();
     let raw = Raw::new(&gateway.url);
     let session = raw.open_session(Some(KEY), "2025-11-25").await;
     let set = raw
@@ -158,7 +166,7 @@ async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
             json!({"level": "info"}),
         )
         .await;
-    assert!(set.message()["result"].is_object(), "{set:?}");
+    assert!(set.message()["result"].is_object(), "{over}: {set:?}");
     let mut stream = reqwest::Client::new()
         .get(&gateway.url)
         .header("accept", "text/event-stream")
@@ -187,7 +195,7 @@ async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "log messages did not arrive; got {seen:?}\n{}",
+                    "{over}: log messages did not arrive; got {seen:?}\n{}",
                     gateway.log()
                 )
             })
@@ -208,6 +216,6 @@ async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
             &json!("Tool processing data"),
             &json!("Tool execution completed")
         ],
-        "{seen:?}"
+        "{over}: {seen:?}"
     );
 }

@@ -7,25 +7,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{
-    Gateway, KEY, POLL_EVERY, Raw, callers, demo_stdio_config, retry_until, upstream::HttpUpstream,
-};
+use crate::common::{Gateway, KEY, POLL_EVERY, Raw, callers, retry_until};
+use crate::over::{Over, Upstreams};
 
 const TOOLS: &str = "  test_tool_with_progress:\n    privilege: read\n    input: { type: object }\n  slow:\n    privilege: write\n    timeout: 60s\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n  peek_counter:\n    privilege: read\n    input: { type: object }\n";
 
-/// The gateway in front of the demo upstream over HTTP (`http: true`) or stdio.
-fn gateway(http: Option<&HttpUpstream>) -> Gateway {
-    let config = match http {
-        Some(upstream) => format!(
-            "upstreams:\n  demo:\n    url: {}\n{}",
-            upstream.url,
-            callers(&[])
-        ),
-        None => demo_stdio_config(&callers(&[]), ""),
-    };
+/// The gateway in front of the demo upstream reached `over` this way.
+fn gateway(over: Over<'_>) -> Gateway {
+    let config = over.config(&callers(&[]));
     let contract = format!("upstream: demo\ntools:\n{TOOLS}");
     let gateway = Gateway::start(&config, &[("demo.yaml", &contract)]);
     gateway.wait_tools_joined("demo", &["slow"]);
+    over.assert_spoken(&gateway);
     gateway
 }
 
@@ -46,9 +39,9 @@ fn messages(body: &str) -> Vec<Value> {
 /// progress notification reached the client).
 #[tokio::test]
 async fn progress_comes_back_with_the_clients_token() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
+    let upstreams = Upstreams::start();
+    for over in upstreams.every() {
+        let gateway = gateway(over);
         let raw = Raw::new(&gateway.url);
         let session = raw.open_session(Some(KEY), "2025-11-25").await;
         let params = json!({"name": "test_tool_with_progress", "arguments": {},
@@ -65,20 +58,25 @@ async fn progress_comes_back_with_the_clients_token() {
         // three arrive. Over stdio rmcp's client hands each notification to a task of its own,
         // so the last one, sent just before the answer, may lose the race to it (and is then
         // dropped: no progress after the answer).
-        match http {
-            Some(_) => {
-                assert_eq!(progress.len(), 3, "http: {all:?}");
-                assert_eq!(progress[2]["params"]["progress"].as_f64(), Some(100.0));
-            }
-            None => assert!(progress.len() >= 2, "stdio: {all:?}"),
+        let stdio = over.is_stdio();
+        let over = over.name();
+        if stdio {
+            assert!(progress.len() >= 2, "{over}: {all:?}");
+        } else {
+            assert_eq!(progress.len(), 3, "{over}: {all:?}");
+            assert_eq!(progress[2]["params"]["progress"].as_f64(), Some(100.0));
         }
         for p in &progress {
-            assert_eq!(p["params"]["progressToken"], json!("client-token-1"), "{p}");
+            assert_eq!(
+                p["params"]["progressToken"],
+                json!("client-token-1"),
+                "{over}: {p}"
+            );
         }
         let last = all.last().cloned().unwrap_or_default();
         assert!(
             last["result"]["content"].is_array(),
-            "the answer comes last: {all:?}"
+            "{over}: the answer comes last: {all:?}"
         );
     }
 }
@@ -88,9 +86,9 @@ async fn progress_comes_back_with_the_clients_token() {
 /// upstream ran on, and counted no cancellation).
 #[tokio::test]
 async fn a_cancelled_call_is_cancelled_upstream() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
+    let upstreams = Upstreams::start();
+    for over in upstreams.every() {
+        let gateway = gateway(over);
         let raw = Raw::new(&gateway.url);
         let session = raw.open_session(Some(KEY), "2025-11-25").await;
         let cancelled_before = peek(&raw, &session).await["cancelled"]

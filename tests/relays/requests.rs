@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use crate::common::process::run;
 use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
-use crate::common::{
-    Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, upstream::HttpUpstream,
-};
+use crate::common::{Gateway, KEY, Raw, callers, receipts_json, upstream::HttpUpstream};
+use crate::over::{Over, Upstreams};
 
 /// A second caller's key.
 pub(super) const BOB_KEY: &str = "test-key-bob";
@@ -32,18 +31,12 @@ tools:
     input: { type: object, properties: { prompt: { type: string } }, required: [prompt] }
 ";
 
-/// The gateway in front of the demo upstream over HTTP (`Some`) or stdio (`None`).
-fn gateway(http: Option<&HttpUpstream>) -> Gateway {
-    let config = match http {
-        Some(upstream) => format!(
-            "upstreams:\n  demo:\n    url: {}\n{}",
-            upstream.url,
-            callers(&[("bob", BOB_KEY, "['*']")])
-        ),
-        None => demo_stdio_config(&callers(&[("bob", BOB_KEY, "['*']")]), ""),
-    };
+/// The gateway in front of the demo upstream reached `over` this way.
+fn gateway(over: Over<'_>) -> Gateway {
+    let config = over.config(&callers(&[("bob", BOB_KEY, "['*']")]));
     let gateway = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gateway.wait_tools_joined("demo", &["test_sampling", "list_roots"]);
+    over.assert_spoken(&gateway);
     gateway
 }
 
@@ -75,25 +68,16 @@ fn result(out: &Value, n: usize) -> (bool, String) {
     )
 }
 
-/// Which way the gateway reaches the upstream `http` (`None`: the stdio one): for messages.
-fn spoken(http: Option<&HttpUpstream>, legacy: &HttpUpstream) -> &'static str {
-    match http {
-        Some(upstream) if std::ptr::eq(upstream, legacy) => "http, 2025-11-25 session",
-        Some(_) => "http, 2026-07-28 stateless",
-        None => "stdio",
-    }
-}
-
 /// Proves: each of the upstream's three requests reaches the client whose call caused it, its
 /// callback runs exactly once, and its answer goes back upstream (the tools return what the
 /// callbacks answered); over HTTP and stdio. Fails without the relay (the gateway answered
 /// these requests with -32601 itself, and the tools returned errors).
 #[tokio::test]
 async fn a_clients_callbacks_answer_the_upstreams_requests_once_each() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
-        let over = spoken(http, &legacy);
+    let upstreams = Upstreams::start();
+    for way in upstreams.every() {
+        let gateway = gateway(way);
+        let over = way.name();
         let out = client(&gateway, "all", three_asking_calls());
         assert_each_answered_once(&out, over);
         assert_eq!(out["sampling_prompts"], json!(["say hi"]), "{over}: {out}");
@@ -138,10 +122,10 @@ fn assert_each_answered_once(out: &Value, over: &str) {
 /// and stdio.
 #[tokio::test]
 async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
-        let over = spoken(http, &legacy);
+    let upstreams = Upstreams::start();
+    for way in upstreams.every() {
+        let gateway = gateway(way);
+        let over = way.name();
         let none = client(&gateway, "none", three_asking_calls());
         for n in 0..3 {
             let (error, text) = result(&none, n);
@@ -179,10 +163,10 @@ async fn requests_the_client_cannot_or_may_not_answer_are_errors_upstream() {
 /// "not relayed" and the tools returned errors).
 #[tokio::test]
 async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
-        let over = spoken(http, &legacy);
+    let upstreams = Upstreams::start();
+    for way in upstreams.every() {
+        let gateway = gateway(way);
+        let over = way.name();
         let out = client_in(&gateway, "all", three_asking_calls(), "auto");
         assert_each_answered_once(&out, over);
         for tool in ["test_sampling", "test_elicitation", "list_roots"] {
@@ -229,7 +213,7 @@ pub(super) async fn stateless(
 #[tokio::test]
 async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
     let upstream = HttpUpstream::start(&[]);
-    let gateway = gateway(Some(&upstream));
+    let gateway = gateway(Over::Http(&upstream, "http, 2026-07-28 stateless"));
     let elicit =
         |key, arguments, extra| stateless(&gateway, key, "test_elicitation", arguments, extra);
     let who = json!({"message": "who are you?"});
@@ -299,10 +283,10 @@ async fn a_parked_calls_state_is_good_once_and_only_for_its_own_call() {
 /// that asks for progress); over HTTP and stdio.
 #[tokio::test]
 async fn a_stateless_client_without_the_capability_is_never_asked() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
-        let over = spoken(http, &legacy);
+    let upstreams = Upstreams::start();
+    for way in upstreams.every() {
+        let gateway = gateway(way);
+        let over = way.name();
         let raw = Raw::new(&gateway.url);
         let headers = stateless_call_headers(KEY, "test_sampling");
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -333,9 +317,9 @@ async fn a_stateless_client_without_the_capability_is_never_asked() {
 /// answer is what the tools return.
 #[tokio::test]
 async fn a_typescript_clients_handlers_answer_the_upstreams_requests_once_each() {
-    let (upstream, legacy) = (HttpUpstream::start(&[]), HttpUpstream::start(&["--legacy"]));
-    for http in [Some(&upstream), Some(&legacy), None] {
-        let gateway = gateway(http);
+    let upstreams = Upstreams::start();
+    for way in upstreams.every() {
+        let gateway = gateway(way);
         let options = json!({
             "capabilities": {
                 "sampling": "a sampled answer from TypeScript",
@@ -350,7 +334,7 @@ async fn a_typescript_clients_handlers_answer_the_upstreams_requests_once_each()
             ]
         });
         let out = crate::common::peers::ts_client(&gateway.url, KEY, &options);
-        let over = spoken(http, &legacy);
+        let over = way.name();
         assert_eq!(
             out["asked"],
             json!({"sampling": 1, "elicitation": 1, "roots": 1}),

@@ -7,7 +7,7 @@
 //! prompts, completions), over either stdio or Streamable HTTP:
 //!
 //! ```text
-//! demo-upstream stdio
+//! demo-upstream stdio [--legacy]
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
 //!                    [--modern-only-tool] [--legacy]
 //! ```
@@ -59,7 +59,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Transport {
     /// Serve MCP over stdin/stdout (newline-delimited JSON-RPC).
-    Stdio,
+    Stdio {
+        /// Answer `server/discover` as a legacy server (2025-11-25 and before) does: clients
+        /// then open with `initialize`.
+        #[arg(long)]
+        legacy: bool,
+    },
     /// Serve MCP over Streamable HTTP at `/mcp`.
     Http {
         /// Port to listen on; 0 picks a free port (read it from the `listening on` line).
@@ -99,7 +104,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.transport {
-            Transport::Stdio => serve_stdio().await,
+            Transport::Stdio { legacy } => serve_stdio(DemoUpstream::new().legacy(legacy)).await,
             Transport::Http {
                 port,
                 host,
@@ -135,10 +140,10 @@ fn init_logging() {
         .try_init();
 }
 
-async fn serve_stdio() -> Result<(), BoxError> {
-    let service = DemoUpstream::new()
-        .serve(rmcp::transport::stdio_pipes())
-        .await?;
+/// 2026-07-28 when the client offers it (rmcp's server takes `server/discover` and
+/// `initialize` alike), unless the handler is `legacy`.
+async fn serve_stdio(handler: DemoUpstream) -> Result<(), BoxError> {
+    let service = handler.serve(rmcp::transport::stdio_pipes()).await?;
     service.waiting().await?;
     Ok(())
 }
