@@ -219,3 +219,37 @@ async fn stdio_log_messages_reach_the_call(over: Over<'_>) {
         "{over}: {seen:?}"
     );
 }
+
+/// Proves: a call to a 2026-07-28 stdio upstream (through rmcp's client, which has no
+/// `logging/setLevel` to send on that protocol) asks in its own `_meta` for every log level,
+/// next to the protocol version rmcp adds, on both entry paths (a plain session call, and one
+/// rmcp serves because it asks for progress), so that each client hears what its own level
+/// lets through. Fails without the level in `by_peer` (the upstream saw no `logLevel`, and
+/// would log at its own default).
+#[tokio::test]
+async fn a_2026_stdio_call_asks_for_every_log_level_in_its_meta() {
+    let over = Over::Stdio { legacy: false };
+    let contract = format!("upstream: demo\ntools:\n{}", crate::meta::ECHO_META);
+    let gateway = Gateway::start(&over.config(&callers(&[])), &[("demo.yaml", &contract)]);
+    gateway.wait_tools_joined("demo", &["echo_meta"]);
+    over.assert_spoken(&gateway);
+    let raw = Raw::new(&gateway.url);
+    let session = raw.open_session(Some(KEY), "2025-11-25").await;
+    for meta in [json!({}), json!({"progressToken": "p-1"})] {
+        let params = json!({"name": "echo_meta", "arguments": {}, "_meta": meta});
+        let reply = raw
+            .request(Some(KEY), &session, "2025-11-25", "tools/call", params)
+            .await;
+        let seen = &reply.message()["result"]["structuredContent"]["meta"];
+        assert_eq!(
+            seen["io.modelcontextprotocol/logLevel"],
+            json!("debug"),
+            "{meta}: {reply:?}"
+        );
+        assert_eq!(
+            seen["io.modelcontextprotocol/protocolVersion"],
+            json!("2026-07-28"),
+            "{meta}: {reply:?}"
+        );
+    }
+}
