@@ -16,15 +16,25 @@ use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
 /// alice may read `test://*` and get every prompt; bob may use tools only; carol may get
-/// prompts but read no resource.
+/// prompts but read no resource. The demo upstream speaks 2026-07-28.
 fn config() -> String {
+    config_over(false)
+}
+
+/// The same, the demo upstream speaking 2025-11-25 when `legacy` (`stdio --legacy`).
+fn config_over(legacy: bool) -> String {
     let callers = format!(
         "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    resources: ['test://*']\n    prompts: ['*']\n  - name: bob\n    api_key_sha256: {}\n    tools: ['*']\n  - name: carol\n    api_key_sha256: {}\n    prompts: ['*']\n",
         hash_key(KEY),
         hash_key(BOB),
         hash_key(CAROL)
     );
-    demo_stdio_config(&callers, "")
+    let config = demo_stdio_config(&callers, "");
+    if legacy {
+        config.replacen("args: [stdio]", "args: [stdio, --legacy]", 1)
+    } else {
+        config
+    }
 }
 
 const CONTRACT: &str = r#"upstream: demo
@@ -63,6 +73,16 @@ prompts:
 
 fn start() -> Gateway {
     Gateway::start(&config(), &[("demo.yaml", CONTRACT)])
+}
+
+/// The gateway with the demo upstream on `legacy`'s protocol, which `/readyz` reports.
+fn start_over(legacy: bool) -> (Gateway, &'static str) {
+    let spoken = if legacy { "2025-11-25" } else { "2026-07-28" };
+    let gw = Gateway::start(&config_over(legacy), &[("demo.yaml", CONTRACT)]);
+    gw.wait_tools_joined("demo", &["touch_resource"]);
+    let ready = gw.readyz();
+    assert_eq!(ready["upstreams"]["demo"]["protocol"], spoken, "{ready}");
+    (gw, spoken)
 }
 
 /// The JSON-RPC error of a failed request (panics on anything else).
@@ -402,12 +422,21 @@ async fn listening(
 /// session that subscribed to the URI: session A subscribes to the static text, session B to a
 /// template URI; both are touched, the text first; B's first update is its own URI (the gateway
 /// passes events on in order, so a leak of the text's update to B would have come first), and A
-/// hears of the text. Fails if the gateway broadcast updates to every session, or dropped them.
+/// hears of the text. On a 2026-07-28 upstream (the gateway subscribes on a
+/// `subscriptions/listen` stream: `upstream::watch`) and on a 2025-11-25 one
+/// (`resources/subscribe`). Fails if the gateway broadcast updates to every session, or dropped
+/// them.
 #[tokio::test]
-#[allow(deprecated)]
 async fn updates_reach_only_the_subscribed_session() {
+    for legacy in [false, true] {
+        updates_reach_only_the_subscribed_session_over(legacy).await;
+    }
+}
+
+#[allow(deprecated)]
+async fn updates_reach_only_the_subscribed_session_over(legacy: bool) {
     use rmcp::model::SubscribeRequestParams;
-    let gw = start();
+    let (gw, spoken) = start_over(legacy);
     let (a, mut a_updates) = listening(&gw.url, KEY).await;
     let (b, mut b_updates) = listening(&gw.url, KEY).await;
     a.subscribe(SubscribeRequestParams::new("test://static-text"))
@@ -425,12 +454,14 @@ async fn updates_reach_only_the_subscribed_session() {
     let b_first = tokio::time::timeout(within, b_updates.recv()).await;
     assert_eq!(
         b_first.ok().flatten().as_deref(),
-        Some("test://template/42/data")
+        Some("test://template/42/data"),
+        "{spoken}"
     );
     let a_first = tokio::time::timeout(within, a_updates.recv()).await;
     assert_eq!(
         a_first.ok().flatten().as_deref(),
-        Some("test://static-text")
+        Some("test://static-text"),
+        "{spoken}"
     );
 }
 
