@@ -5,6 +5,8 @@
 //! fails the test with a pointer to that script.
 
 mod common;
+#[path = "peers/stdio_protocols.rs"]
+mod stdio_protocols;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
