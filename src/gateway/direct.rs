@@ -528,7 +528,10 @@ mod tests {
     /// middleware, the request's task) moves it whole, so its size is copied several times per
     /// call. In a release build it was 48 KB before telemetry's `serve` took a closure and the
     /// rare paths (dedupe, Redis limits, rmcp's client) were boxed, 6.5 KB after; in this test's
-    /// debug build 24 KB without either, 12 KB with only the boxing, 6.5 KB with both.
+    /// debug build 24 KB without either, 12 KB with only the boxing, 6.5 KB with both. 8.5 KB
+    /// since the upstream call gained 2026-07-28 forwarding and MRTR rounds (`call_tool`'s own
+    /// future 5.6 KB, the upstream call's 3.8 KB; the rare paths, parking and MRTR rounds
+    /// included, are boxed), which the benchmark showed cost no CPU per call.
     #[tokio::test]
     async fn a_tools_call_future_stays_small() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -554,6 +557,6 @@ mod tests {
             None,
         );
         let size = std::mem::size_of_val(&call);
-        assert!(size <= 8 * 1024, "a tools/call future of {size} bytes");
+        assert!(size <= 9 * 1024, "a tools/call future of {size} bytes");
     }
 }

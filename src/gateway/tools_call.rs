@@ -111,18 +111,23 @@ pub(super) async fn answer_tools_call(
         if let Some(state) = request.request_state.as_deref().filter(|_| stateless) {
             if gateway.parked.holds(state) {
                 let gone = parking.and_then(|p| p.client_gone);
-                return gateway
-                    .parked
-                    .resume(state, &binding(), request.input_responses.take(), gone)
-                    .await;
+                // Boxed, like the other rare paths below: every layer above moves this future
+                // whole (`direct`'s test of its size).
+                return Box::pin(gateway.parked.resume(
+                    state,
+                    &binding(),
+                    request.input_responses.take(),
+                    gone,
+                ))
+                .await;
             }
             if let (Some(holders), Some((id, meta, Some(parts)))) =
                 (gateway.parked.holders(), &pass_on)
-                && let Some(holder) = holders.holder(state).await
+                && let Some(holder) = Box::pin(holders.holder(state)).await
             {
                 let mut params = request.clone();
                 params.meta = Some(meta.clone());
-                return holders.pass_on(&holder, parts, id, &params).await;
+                return Box::pin(holders.pass_on(&holder, parts, id, &params)).await;
             }
             if reach.mrtr.is_none() {
                 return Err(parked::unknown_state());
@@ -154,17 +159,15 @@ pub(super) async fn answer_tools_call(
                 None => Box::pin(call),
             }
         };
-        gateway
-            .parked
-            .run(
-                binding,
-                call,
-                parking.questions,
-                parking.cancel,
-                parking.client_gone,
-                lifetime.unwrap_or_default(),
-            )
-            .await
+        Box::pin(gateway.parked.run(
+            binding,
+            call,
+            parking.questions,
+            parking.cancel,
+            parking.client_gone,
+            lifetime.unwrap_or_default(),
+        ))
+        .await
     })
     .await
 }

@@ -207,8 +207,15 @@ impl Forwarder {
             };
             round += 1;
             let call = relay::current();
-            if let Err(failed) =
-                mrtr::answer_round(&self.upstream, required, round, call, params).await
+            // Boxed: rare, and its future (the client's answers) would sit in every call's.
+            if let Err(failed) = Box::pin(mrtr::answer_round(
+                &self.upstream,
+                required,
+                round,
+                call,
+                params,
+            ))
+            .await
             {
                 return Forwarded::Answered(Ok(failed));
             }
