@@ -8,21 +8,29 @@ use tokio::sync::Notify;
 
 use super::{Connected, Upstream, UpstreamClient, connect};
 
+/// A connection of its own to `upstream`, for one listing.
+async fn connect_once(
+    upstream: &Upstream,
+) -> Result<rmcp::service::RunningService<rmcp::RoleClient, UpstreamClient>, String> {
+    let Connected { connection, .. } = connect(
+        &upstream.name,
+        &upstream.transport,
+        UpstreamClient {
+            tools_changed: Arc::new(Notify::new()),
+            upstream: upstream.name.clone(),
+            progress: upstream.progress.clone(),
+            in_flight: Arc::default(),
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(connection)
+}
+
 /// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
 pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
     let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: Arc::default(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let connection = connect_once(upstream).await?;
         let tools = connection
             .peer()
             .list_all_tools()
@@ -48,18 +56,7 @@ pub struct Offer {
 /// Connects once and lists the upstream's resources, templates and prompts: for `init`.
 pub async fn list_offer_once(upstream: &Upstream, within: Duration) -> Result<Offer, String> {
     let attempt = async {
-        let Connected { connection, .. } = connect(
-            &upstream.name,
-            &upstream.transport,
-            UpstreamClient {
-                tools_changed: Arc::new(Notify::new()),
-                upstream: upstream.name.clone(),
-                progress: upstream.progress.clone(),
-                in_flight: Arc::default(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let connection = connect_once(upstream).await?;
         let peer = connection.peer();
         let offer = Offer {
             resources: peer.list_all_resources().await.unwrap_or_default(),

@@ -154,3 +154,33 @@ pub fn assert_same_structured_content(results: &[CallToolResult]) {
         "{results:?}"
     );
 }
+
+/// An rmcp client handler that passes on every `notifications/resources/updated` it hears.
+pub struct Updates(pub tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+/// A session through the gateway at `url` with key `key`, and the URIs of the updates it hears.
+pub async fn listening(
+    url: &str,
+    key: &str,
+) -> (
+    RunningService<RoleClient, Updates>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    let client = Updates(send)
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects through the gateway");
+    (client, receive)
+}

@@ -25,12 +25,14 @@ fn gateway_for(upstream: &HttpUpstream) -> Gateway {
 }
 
 /// What the upstream saw of one `whoami` call: its headers, and the JSON-RPC id under `:id`.
-async fn seen_by_upstream(alice: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Value {
+pub(super) async fn seen_by_upstream(
+    alice: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) -> Value {
     let result = call_ok(alice, "whoami", json!({})).await;
     serde_json::from_str(&text_of(&result)).expect("whoami answers JSON")
 }
 
-fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
+pub(super) fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
     seen.get(name).and_then(Value::as_str).unwrap_or("")
 }
 

@@ -15,6 +15,14 @@ use super::common::{self, Gateway, HttpUpstream, KEY, call, call_ok, client, tex
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  modern_only:\n    privilege: read\n  toggle_extra:\n    privilege: write\n  extra:\n    privilege: read\n";
 
+use super::forwarding::{field, seen_by_upstream};
+
+/// `/readyz` says the gateway speaks `protocol` to the demo upstream.
+fn assert_protocol(gw: &Gateway, protocol: &str) {
+    let ready = gw.readyz();
+    assert_eq!(ready["upstreams"]["demo"]["protocol"], protocol, "{ready}");
+}
+
 fn gateway_for(upstream: &HttpUpstream) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}",
@@ -22,16 +30,6 @@ fn gateway_for(upstream: &HttpUpstream) -> Gateway {
         common::callers(&[])
     );
     Gateway::start(&config, &[("demo.yaml", CONTRACT)])
-}
-
-/// What the upstream saw of one `whoami` call: its headers, and the JSON-RPC id under `:id`.
-async fn seen_by_upstream(alice: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Value {
-    let result = call_ok(alice, "whoami", json!({})).await;
-    serde_json::from_str(&text_of(&result)).expect("whoami answers JSON")
-}
-
-fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
-    seen.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Proves: an upstream that offers 2026-07-28 is spoken to in it (`/readyz` says so); the tool
@@ -42,12 +40,7 @@ fn field<'a>(seen: &'a Value, name: &str) -> &'a str {
 async fn a_2026_upstream_is_spoken_to_in_2026() {
     let upstream = HttpUpstream::start(&["--modern-only-tool"]);
     let gw = gateway_for(&upstream);
-    assert_eq!(
-        gw.readyz()["upstreams"]["demo"]["protocol"],
-        "2026-07-28",
-        "{}",
-        gw.readyz()
-    );
+    assert_protocol(&gw, "2026-07-28");
     assert_eq!(gw.readyz()["tools"]["modern_only"]["state"], "enabled");
     let alice = client(&gw.url, KEY).await;
     let answer = call_ok(&alice, "modern_only", json!({})).await;
@@ -80,12 +73,7 @@ async fn a_2026_upstream_is_spoken_to_in_2026() {
 async fn a_legacy_upstream_is_spoken_to_in_2025() {
     let upstream = HttpUpstream::start(&["--modern-only-tool", "--legacy"]);
     let gw = gateway_for(&upstream);
-    assert_eq!(
-        gw.readyz()["upstreams"]["demo"]["protocol"],
-        "2025-11-25",
-        "{}",
-        gw.readyz()
-    );
+    assert_protocol(&gw, "2025-11-25");
     assert_eq!(gw.readyz()["tools"]["modern_only"]["state"], "disabled");
     let alice = client(&gw.url, KEY).await;
     let seen = seen_by_upstream(&alice).await;
@@ -144,12 +132,7 @@ fn nth(out: &Value, n: usize) -> (bool, String) {
 #[tokio::test]
 async fn an_upstreams_input_request_is_answered_by_the_client_once() {
     let upstream = HttpUpstream::start(&[]);
-    let config = format!(
-        "upstreams:\n  demo:\n    url: {}\n{}",
-        upstream.url,
-        common::callers(&[])
-    );
-    let gw = Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)]);
+    let gw = asking_gateway(&upstream);
     gw.wait_tools_joined("demo", &["test_elicitation", "asks_rounds"]);
     assert_eq!(gw.readyz()["upstreams"]["demo"]["protocol"], "2026-07-28");
     let out = python_client(
@@ -186,18 +169,23 @@ async fn an_upstreams_input_request_is_answered_by_the_client_once() {
     );
 }
 
+/// A gateway with the asking tools of `upstream`.
+fn asking_gateway(upstream: &HttpUpstream) -> Gateway {
+    let config = format!(
+        "upstreams:\n  demo:\n    url: {}\n{}",
+        upstream.url,
+        common::callers(&[])
+    );
+    Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)])
+}
+
 /// Proves: the gateway drives as many rounds as the upstream asks for, up to 8: a call that
 /// asks three times in three rounds gets each answer (the client's callback runs three times)
 /// and completes; one that would ask nine times ends after the eighth with a tool error.
 #[tokio::test]
 async fn input_rounds_are_driven_up_to_eight() {
     let upstream = HttpUpstream::start(&[]);
-    let config = format!(
-        "upstreams:\n  demo:\n    url: {}\n{}",
-        upstream.url,
-        common::callers(&[])
-    );
-    let gw = Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)]);
+    let gw = asking_gateway(&upstream);
     gw.wait_tools_joined("demo", &["asks_rounds"]);
     let out = python_client(
         &gw,
@@ -213,19 +201,6 @@ async fn input_rounds_are_driven_up_to_eight() {
     assert!(error && text.contains("after 8 rounds"), "{out}");
 }
 
-/// A client session that passes on the URIs of the resource updates it hears.
-struct Updates(tokio::sync::mpsc::UnboundedSender<String>);
-
-impl rmcp::ClientHandler for Updates {
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        let _ = self.0.send(params.uri);
-    }
-}
-
 /// Proves: a session's `resources/subscribe` of a resource on a 2026-07-28 upstream (which has
 /// no such method) is relayed as a `subscriptions/listen` filter, and the upstream's update of
 /// that URI reaches the session; a second URI joins the filter and is heard too. Fails without
@@ -233,10 +208,7 @@ impl rmcp::ClientHandler for Updates {
 #[tokio::test]
 #[allow(deprecated)] // `resources/subscribe` is how 2025-11-25 sessions subscribe
 async fn resource_updates_of_a_2026_upstream_reach_the_subscribed_session() {
-    use rmcp::ServiceExt;
     use rmcp::model::SubscribeRequestParams;
-    use rmcp::transport::StreamableHttpClientTransport;
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     const CONTRACT: &str = "upstream: demo
 tools:
   touch_resource:
@@ -255,11 +227,7 @@ resources:
     let gw = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gw.wait_tools_joined("demo", &["touch_resource"]);
     assert_eq!(gw.readyz()["upstreams"]["demo"]["protocol"], "2026-07-28");
-    let (send, mut updates) = tokio::sync::mpsc::unbounded_channel();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(gw.url.as_str()).auth_header(KEY),
-    );
-    let session = Updates(send).serve(transport).await.expect("session");
+    let (session, mut updates) = common::listening(&gw.url, KEY).await;
     let within = Duration::from_secs(20);
     for uri in ["test://static-text", "test://template/42/data"] {
         session

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{self, Gateway, KEY};
+use crate::common::{self, Gateway, KEY, listening};
 
 /// The gateway with the demo upstream on `legacy`'s protocol, which `/readyz` reports.
 fn start_over(legacy: bool) -> (Gateway, &'static str) {
@@ -16,39 +16,6 @@ fn start_over(legacy: bool) -> (Gateway, &'static str) {
     let ready = gw.readyz();
     assert_eq!(ready["upstreams"]["demo"]["protocol"], spoken, "{ready}");
     (gw, spoken)
-}
-
-/// An rmcp client handler that passes on every `notifications/resources/updated` it hears.
-struct Updates(tokio::sync::mpsc::UnboundedSender<String>);
-
-impl rmcp::ClientHandler for Updates {
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        let _ = self.0.send(params.uri);
-    }
-}
-
-/// A session through the gateway with key `key`, and the URIs of the updates it hears.
-async fn listening(
-    url: &str,
-    key: &str,
-) -> (
-    rmcp::service::RunningService<rmcp::RoleClient, Updates>,
-    tokio::sync::mpsc::UnboundedReceiver<String>,
-) {
-    use rmcp::ServiceExt;
-    use rmcp::transport::StreamableHttpClientTransport;
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let (send, receive) = tokio::sync::mpsc::unbounded_channel();
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    let client = Updates(send)
-        .serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects through the gateway");
-    (client, receive)
 }
 
 /// Proves `notifications/resources/updated` from the shared upstream connection reaches only the
