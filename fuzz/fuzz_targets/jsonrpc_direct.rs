@@ -31,6 +31,7 @@ fn catalog() -> &'static Catalog {
         let snapshot = Snapshot {
             status: Status::Starting,
             tools: Arc::new(Vec::new()),
+            protocol: None,
         };
         Catalog::build(
             &contracts,
