@@ -399,7 +399,10 @@ impl ServerHandler for McpHandler {
         let stateless = context
             .protocol_version()
             .is_some_and(|v| !v.has_initialize());
-        let (questions_sender, questions) = match stateless {
+        // Only when the client could answer (it declared sampling, elicitation or roots, the
+        // direct path's rule too): otherwise nothing is ever parked and the call runs as is.
+        let may_park = stateless && super::relay::may_ask(Some(&context.meta));
+        let (questions_sender, questions) = match may_park {
             true => {
                 let (sender, receiver) = super::relay::parked::questions();
                 (Some(sender), Some(receiver))

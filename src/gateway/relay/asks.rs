@@ -142,9 +142,6 @@ impl Asker {
                 &format!("the contract of tool `{}` does not relay it", self.tool),
             ));
         }
-        if let Way::Not(why) = &self.way {
-            return Err(refused(method, why));
-        }
         let capabilities = self.capabilities.as_ref();
         let declared = |what: &str| {
             capabilities

@@ -125,8 +125,8 @@ impl Relay {
                 tokio_util::sync::CancellationToken::new(),
             ),
             (false, None) => (
-                Way::Not("the client's call is stateless: there is no session to ask it on"),
-                None,
+                Way::Not("the client's stateless call declared nothing it could answer"),
+                context.meta.client_capabilities(),
                 context.ct.clone(),
             ),
         };

@@ -38,6 +38,10 @@ pub struct Holders {
     /// This replica's MCP endpoint.
     own: String,
     client: reqwest::Client,
+    /// The scripts, hashed once.
+    record: redis::Script,
+    look_up: redis::Script,
+    forget: redis::Script,
 }
 
 impl Holders {
@@ -66,13 +70,15 @@ impl Holders {
             ),
             own,
             client,
+            record: redis::Script::new(RECORD),
+            look_up: redis::Script::new(LOOK_UP),
+            forget: redis::Script::new(FORGET),
         })
     }
 
     /// Records that this replica holds the call parked under `state` for `lifetime`.
     pub async fn record(&self, state: &str, lifetime: Duration) {
-        let script = redis::Script::new(RECORD);
-        let mut invocation = script.key(key_of(state));
+        let mut invocation = self.record.key(key_of(state));
         let lifetime_ms = u64::try_from(lifetime.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -84,8 +90,11 @@ impl Holders {
 
     /// Forgets `state` (its call was answered here).
     pub async fn forget(&self, state: &str) {
-        let script = redis::Script::new(FORGET);
-        if let Err(error) = self.state.invoke::<i64>(&script.key(key_of(state))).await {
+        if let Err(error) = self
+            .state
+            .invoke::<i64>(&self.forget.key(key_of(state)))
+            .await
+        {
             self.failed(&error).await;
         }
     }
@@ -94,10 +103,9 @@ impl Holders {
     pub async fn holder(&self, state: &str) -> Option<String> {
         // A state is a UUID: anything else was never a parked call's (nor a key to build).
         uuid::Uuid::parse_str(state).ok()?;
-        let script = redis::Script::new(LOOK_UP);
         match self
             .state
-            .invoke::<Option<String>>(&script.key(key_of(state)))
+            .invoke::<Option<String>>(&self.look_up.key(key_of(state)))
             .await
         {
             Ok(holder) => holder.filter(|h| *h != self.own),

@@ -12,9 +12,9 @@
 //! The state is the id of a record kept here (an unguessable UUID, never data), bound to the
 //! caller, the tool and the arguments' digest: an answer is accepted only for the very call it
 //! was asked for, by the caller who made it, once (the record is taken as it is read). A parked
-//! call lives in the memory of the replica that parked it; a state this replica does not hold
-//! (expired, answered already, made up, or parked on another replica) is refused, never run as
-//! a new call. The upstream's requests are checked on the way out like on a session (the
+//! call lives in the memory of the replica that parked it (`holders` passes an answer that
+//! reaches another replica on to it); a state no replica holds (expired, answered already, made
+//! up) is refused, never run as a new call. The upstream's requests are checked on the way out like on a session (the
 //! contract's `relay:`, the client's declared capabilities) and the client's answers on the way
 //! back (each parsed as the result its request expects; an accepted elicitation against its
 //! `requestedSchema`).
