@@ -35,7 +35,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, LoadError, UpstreamTransport};
+use crate::config::{Config, LoadError, Needs, UpstreamTransport};
 use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{Approval, ContractSet, SideEffects, ToolContract, digest};
 use crate::gateway::catalog::{Catalog, Entry};
@@ -112,15 +112,29 @@ struct Narrowing {
 }
 
 pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
-    let (config, contracts) = match super::load(config_path) {
+    let (config, contracts) = match super::load_all(config_path, &Needs::Check { offline }) {
         Ok(loaded) => loaded,
-        Err(e) => {
-            let hint = hint(&e, config_path);
-            eprintln!("narrowgate check: {e}");
-            eprintln!("  {hint}");
+        Err(errors) => {
+            // Every problem, each with what to do about it: one run names them all.
+            let hints: Vec<String> = errors.iter().map(|e| hint(e, config_path)).collect();
+            for (e, hint) in errors.iter().zip(&hints) {
+                eprintln!("narrowgate check: {e}");
+                eprintln!("  {hint}");
+            }
+            if errors.len() > 1 {
+                eprintln!("narrowgate check: {} problems", errors.len());
+            }
             if as_json {
-                // CI scripts that parse stdout still get one JSON object.
-                let error = serde_json::json!({"ok": false, "error": e.to_string(), "hint": hint});
+                // CI scripts that parse stdout still get one JSON object: `error` and `hint`
+                // are the first problem's, `errors` lists them all.
+                let all: Vec<Value> = errors
+                    .iter()
+                    .zip(&hints)
+                    .map(|(e, hint)| serde_json::json!({"error": e.to_string(), "hint": hint}))
+                    .collect();
+                let error = serde_json::json!({"ok": false,
+                    "error": errors.first().map(ToString::to_string),
+                    "hint": hints.first(), "errors": all});
                 write_stdout("check", |out| writeln!(out, "{error}"));
             }
             return ExitCode::from(2);
@@ -295,6 +309,8 @@ fn build_report(
         ));
     }
     approval_warnings(config, contracts, &mut warnings);
+    warnings.extend(super::check_reach::unreachable(config, contracts));
+    warnings.extend(super::check_reach::environment(config));
     let catalog = snapshots.map(|s| Catalog::build(contracts, s));
     let mut tools = Vec::new();
     for (name, contract) in &contracts.tools {

@@ -11,9 +11,19 @@ use crate::upstream::Offer;
 /// be narrowed.
 const ANY_SEGMENT: &str = "^[^/]{1,256}$";
 
-/// The YAML of `resources:` and `prompts:` for `offer` (empty when it offers neither).
-pub fn render(offer: &Offer, quote: impl Fn(&str) -> String) -> String {
+/// The YAML of `resources:` and `prompts:` for `offer` (empty when it offers neither), each
+/// prompt exposed as `prefix` and its name (`upstream_prompt` kept).
+/// Resources keep their URIs and a URI belongs to one upstream: with a prefix (a second copy
+/// of a server) they are written commented out, so that the file loads next to the first copy's.
+pub fn render_prefixed(offer: &Offer, quote: impl Fn(&str) -> String, prefix: &str) -> String {
     let mut text = String::new();
+    if !prefix.is_empty() && !(offer.resources.is_empty() && offer.templates.is_empty()) {
+        text.push_str(
+            "# Resources of this copy, left out: a URI belongs to one upstream, and the first\n\
+             # copy's contract may declare them. Uncomment them here only if it does not.\n",
+        );
+    }
+    let resources_start = text.len();
     if !offer.resources.is_empty() || !offer.templates.is_empty() {
         text.push_str(
             "# Resources: narrow `uri` globs and template `variables`, keep `mime_types`.\n",
@@ -47,16 +57,29 @@ pub fn render(offer: &Offer, quote: impl Fn(&str) -> String) -> String {
             let _ = writeln!(text, "    mime_types: [{}]", quote(m));
         }
     }
+    if !prefix.is_empty() {
+        let commented: String = text[resources_start..]
+            .lines()
+            .map(|line| format!("# {line}\n"))
+            .collect();
+        text.truncate(resources_start);
+        text.push_str(&commented);
+    }
     let prompts: Vec<_> = offer
         .prompts
         .iter()
-        .filter(|p| valid_tool_name(&p.name))
+        .filter(|p| valid_tool_name(&format!("{prefix}{}", p.name)))
         .collect();
     if !prompts.is_empty() {
         text.push_str("# Prompts: narrow each argument with `enum` or `pattern`.\nprompts:\n");
     }
     for p in prompts {
-        let _ = writeln!(text, "  {}:", quote(&p.name));
+        if prefix.is_empty() {
+            let _ = writeln!(text, "  {}:", quote(&p.name));
+        } else {
+            let _ = writeln!(text, "  {}:", quote(&format!("{prefix}{}", p.name)));
+            let _ = writeln!(text, "    upstream_prompt: {}", quote(&p.name));
+        }
         if let Some(d) = &p.description {
             let _ = writeln!(text, "    description: {}", quote(d));
         }

@@ -4,6 +4,7 @@
 mod approvals;
 mod check;
 mod check_offer;
+mod check_reach;
 mod init;
 mod init_offer;
 mod receipts;
@@ -85,6 +86,10 @@ enum Command {
         /// The upstream (a key of `upstreams` in the configuration).
         #[arg(long)]
         upstream: String,
+        /// Expose every tool and prompt as PREFIX<name>, keeping the upstream's name as
+        /// `upstream_tool`/`upstream_prompt`: for a second copy of a server already scaffolded.
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
     },
     /// List the receipts of past calls (also while the gateway runs), oldest first.
     ///
@@ -138,7 +143,11 @@ pub fn main() -> ExitCode {
             offline,
             json,
         } => check::run(&config.config, offline, json),
-        Command::Init { config, upstream } => init::run(&config.config, &upstream),
+        Command::Init {
+            config,
+            upstream,
+            prefix,
+        } => init::run(&config.config, &upstream, prefix.as_deref().unwrap_or_default()),
         Command::Receipts(args) => receipts::run(args),
         Command::Approvals(args) => approvals::run(args),
         Command::HashKey { key } => hash_key(key),
@@ -182,10 +191,24 @@ fn hash_key(key: Option<String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Loads the configuration and its contracts, as every command that needs them does.
+/// Loads the configuration and its contracts, as `serve` needs them.
 fn load(config_path: &std::path::Path) -> Result<(Config, ContractSet), LoadError> {
     let config = Config::load(config_path)?;
     let contracts = ContractSet::load_dir(&config.contracts)?;
+    Ok((config, contracts))
+}
+
+/// Loads the configuration and its contracts for `needs`, with every problem found: those of
+/// the configuration, else those of every contract file.
+fn load_all(
+    config_path: &std::path::Path,
+    needs: &crate::config::Needs,
+) -> Result<(Config, ContractSet), Vec<LoadError>> {
+    let config = Config::load_for(config_path, needs)?;
+    let (contracts, errors) = ContractSet::load_dir_all(&config.contracts);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
     Ok((config, contracts))
 }
 

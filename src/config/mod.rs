@@ -7,6 +7,7 @@
 pub mod glob;
 pub mod http_limits;
 pub mod jwks;
+pub mod needs;
 pub mod schema;
 pub mod units;
 mod validate;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use schema::or_env_reference;
 
+pub use needs::Needs;
 pub use units::{ByteSize, ConfigDuration, Rate};
 pub use yaml::LoadError;
 
@@ -136,6 +138,10 @@ pub struct Config {
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
+    /// `${VAR}`s left as written because the command it was loaded for does not use them
+    /// ([`Config::load_for`]; never for `serve`).
+    #[serde(skip)]
+    pub unresolved: Vec<yaml::Unresolved>,
 }
 
 /// One upstream MCP server: a stdio child (`command`) or a Streamable HTTP server (`url`).

@@ -6,23 +6,35 @@ use std::net::SocketAddr;
 use super::*;
 
 impl Config {
-    /// Checks every key whose value parsing alone cannot judge.
+    /// Checks every key whose value parsing alone cannot judge; the first problem, if any.
     pub(super) fn validate(&self) -> Result<(), LoadError> {
+        match self.problems(true).into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(()),
+        }
+    }
+
+    /// Every problem of the keys parsing alone cannot judge, in file order, so that `check`
+    /// can name them all in one run. `keys_set`: whether callers' `api_key_env` variables
+    /// must be set (only for the commands that authenticate callers).
+    pub(super) fn problems(&self, keys_set: bool) -> Vec<LoadError> {
         let file = &self.source;
-        let err = |key: &str, message: String| Err(LoadError::invalid(file, key, message));
+        let mut found = Vec::new();
+        let mut err =
+            |key: &str, message: String| found.push(LoadError::invalid(file, key, message));
         if self.listen.parse::<SocketAddr>().is_err() {
-            return err(
+            err(
                 "listen",
                 format!("`{}` is not an address like 127.0.0.1:8080", self.listen),
             );
         }
         if let Some((key, message)) = self.http.problem() {
-            return err(&format!("http.{key}"), message);
+            err(&format!("http.{key}"), message);
         }
         if let Some(url) = &self.replica_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return err(
+            err(
                 "replica_url",
                 format!(
                     "`{url}` must be an http:// or https:// URL of this replica's MCP endpoint"
@@ -30,12 +42,17 @@ impl Config {
             );
         }
         if !self.path.starts_with('/') || self.path.len() < 2 {
-            return err("path", format!("`{}` must be a path like /mcp", self.path));
+            err("path", format!("`{}` must be a path like /mcp", self.path));
+        } else if self.path == "/approvals" || self.path.starts_with("/approvals/") {
+            err(
+                "path",
+                "`/approvals` is the approvals API; serve MCP on another path".into(),
+            );
         }
         if self.error_text_bytes.0 < MIN_ERROR_TEXT_BYTES
             || self.error_text_bytes.0 > self.max_result_bytes.0
         {
-            return err(
+            err(
                 "error_text_bytes",
                 format!(
                     "must be at least {MIN_ERROR_TEXT_BYTES}B (room for the gateway's own words) and at most max_result_bytes ({}B); it is {}B",
@@ -46,7 +63,7 @@ impl Config {
         if let Some(receipts) = &self.receipts {
             match (&receipts.path, &receipts.url) {
                 (Some(_), Some(_)) => {
-                    return err(
+                    err(
                         "receipts",
                         "set either `path` (SQLite) or `url` (PostgreSQL), not both".into(),
                     );
@@ -54,7 +71,7 @@ impl Config {
                 (None, Some(url))
                     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
                 {
-                    return err(
+                    err(
                         "receipts.url",
                         "must be a PostgreSQL URL: postgres://user:password@host:5432/database"
                             .into(),
@@ -63,24 +80,18 @@ impl Config {
                 _ => {}
             }
         }
-        if self.path == "/approvals" || self.path.starts_with("/approvals/") {
-            return err(
-                "path",
-                "`/approvals` is the approvals API; serve MCP on another path".into(),
-            );
-        }
         for (i, approver) in self.approvers.iter().enumerate() {
             if approver.is_empty() || approver == "role:" {
-                return err(
+                err(
                     &format!("approvers.{i}"),
                     "must be a caller name or `role:NAME`".into(),
                 );
             }
         }
-        for origin in &self.allowed_origins {
+        for (i, origin) in self.allowed_origins.iter().enumerate() {
             if !origin.contains("://") {
-                return err(
-                    "allowed_origins",
+                err(
+                    &format!("allowed_origins.{i}"),
                     format!("`{origin}` must include a scheme, e.g. https://app.example.com"),
                 );
             }
@@ -88,23 +99,24 @@ impl Config {
         for (name, upstream) in &self.upstreams {
             let key = format!("upstreams.{name}");
             if !valid_upstream_name(name) {
-                return err(&key, "an upstream name must match [a-z0-9_-]{1,32}".into());
+                err(&key, "an upstream name must match [a-z0-9_-]{1,32}".into());
+                continue;
             }
             match (&upstream.command, &upstream.url) {
                 (Some(_), Some(_)) => {
-                    return err(
+                    err(
                         &key,
                         "set either `command` (stdio) or `url` (HTTP), not both".into(),
                     );
                 }
                 (None, None) => {
-                    return err(
+                    err(
                         &key,
                         "set `command` for a stdio upstream or `url` for an HTTP one".into(),
                     );
                 }
                 (Some(_), None) if !upstream.headers.is_empty() => {
-                    return err(
+                    err(
                         &key,
                         "`headers` applies only to HTTP upstreams (`url`)".into(),
                     );
@@ -114,14 +126,14 @@ impl Config {
                         || !upstream.env.is_empty()
                         || upstream.cwd.is_some()
                     {
-                        return err(
+                        err(
                             &key,
                             "`args`, `env` and `cwd` apply only to stdio upstreams (`command`)"
                                 .into(),
                         );
                     }
                     if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        return err(
+                        err(
                             &format!("{key}.url"),
                             format!("`{url}` must be an http:// or https:// URL"),
                         );
@@ -135,10 +147,9 @@ impl Config {
         for (i, caller) in self.callers.iter().enumerate() {
             let key = format!("callers.{i}");
             if caller.name.is_empty() {
-                return err(&key, "a caller needs a `name`".into());
-            }
-            if !seen.insert(caller.name.as_str()) {
-                return err(&key, format!("caller name `{}` is used twice", caller.name));
+                err(&key, "a caller needs a `name`".into());
+            } else if !seen.insert(caller.name.as_str()) {
+                err(&key, format!("caller name `{}` is used twice", caller.name));
             }
             let kinds = [
                 caller.api_key_sha256.is_some(),
@@ -146,7 +157,7 @@ impl Config {
                 caller.anonymous,
             ];
             if kinds.iter().filter(|k| **k).count() != 1 {
-                return err(
+                err(
                     &key,
                     format!(
                         "caller `{}` needs exactly one of `api_key_sha256`, `api_key_env` or `anonymous: true`",
@@ -157,44 +168,42 @@ impl Config {
             if let Some(digest) = &caller.api_key_sha256
                 && (digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_hexdigit()))
             {
-                return err(
+                err(
                     &format!("{key}.api_key_sha256"),
                     "must be 64 hex digits: run `narrowgate hash-key` to make one".into(),
                 );
             }
-            if let Some(var) = &caller.api_key_env {
-                match std::env::var(var) {
-                    Ok(v) if !v.is_empty() => {}
-                    _ => {
-                        return err(
-                            &format!("{key}.api_key_env"),
-                            format!("environment variable {var} is not set or empty"),
-                        );
-                    }
-                }
+            if let Some(var) = &caller.api_key_env
+                && keys_set
+                && !super::needs::key_is_set(var)
+            {
+                err(
+                    &format!("{key}.api_key_env"),
+                    format!("environment variable {var} is not set or empty"),
+                );
             }
             if caller.anonymous {
                 anonymous += 1;
             }
         }
         if anonymous > 1 {
-            return err("callers", "only one caller may be `anonymous: true`".into());
+            err("callers", "only one caller may be `anonymous: true`".into());
         }
         if let Some(oauth) = &self.oauth {
             if oauth.jwks_url.is_some() == oauth.jwks_file.is_some() {
-                return err(
+                err(
                     "oauth",
                     "set exactly one of `jwks_url` or `jwks_file`".into(),
                 );
             }
             if oauth.audience.is_none() && self.public_url.is_none() {
-                return err(
+                err(
                     "oauth.audience",
                     "set `audience`, or `public_url` which it defaults to".into(),
                 );
             }
             if oauth.issuer.is_empty() || oauth.caller_claim.is_empty() {
-                return err(
+                err(
                     "oauth",
                     "`issuer` and `caller_claim` must not be empty".into(),
                 );
@@ -202,7 +211,7 @@ impl Config {
             if let Some(url) = &oauth.jwks_url
                 && !jwks_url_allowed(url)
             {
-                return err(
+                err(
                     "oauth.jwks_url",
                     format!(
                         "`{url}` must be an https:// URL (http:// only for loopback addresses)"
@@ -212,12 +221,13 @@ impl Config {
             if let Some(path) = &oauth.jwks_file
                 && let Err(e) = jwks::read_file(path)
             {
-                return err("oauth.jwks_file", e);
+                err("oauth.jwks_file", e);
             }
         }
-        self.state_backend()
-            .map_err(|message| LoadError::invalid(file, "state", message))?;
-        Ok(())
+        if let Err(message) = self.state_backend() {
+            err("state", message);
+        }
+        found
     }
 }
 

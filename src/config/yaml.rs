@@ -49,6 +49,25 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, LoadError> {
 
 /// Like [`load`], from text already read; `path` is only used in messages.
 pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, LoadError> {
+    parse_leaving(path, text, &|_| false).map(|(value, _)| value)
+}
+
+/// A `${VAR}` left unexpanded because it was unset where the command at hand does not look:
+/// the key it is under (dotted) and the message it would have been an error with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    pub key: String,
+    pub message: String,
+}
+
+/// Like [`parse`], but an unset variable under a key for which `may_leave(key)` holds is left
+/// as written and returned, not an error: a command need not have the environment of the parts
+/// it does not use. An error the text left there causes is reported as the unset variable.
+pub fn parse_leaving<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    may_leave: &dyn Fn(&str) -> bool,
+) -> Result<(T, Vec<Unresolved>), LoadError> {
     let mut tree: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Syntax {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -57,47 +76,94 @@ pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, LoadErro
         // An empty file is an empty mapping, so defaults apply and required keys are reported.
         tree = Value::Object(Default::default());
     }
-    expand_env(&mut tree, &mut Vec::new(), &|name| std::env::var(name).ok())
-        .map_err(|(key, message)| LoadError::invalid(path, key, message))?;
-    serde_path_to_error::deserialize(tree).map_err(|e| {
+    let mut left = Vec::new();
+    expand_env_leaving(
+        &mut tree,
+        &mut Vec::new(),
+        &|name| std::env::var(name).ok(),
+        may_leave,
+        &mut left,
+    )
+    .map_err(|(key, message)| LoadError::invalid(path, key, message))?;
+    let value = serde_path_to_error::deserialize(tree).map_err(|e| {
         let key = e.path().to_string();
+        if let Some(u) = left.iter().find(|u| is_under(&dotted(&key), &u.key)) {
+            return LoadError::invalid(path, u.key.clone(), u.message.clone());
+        }
         let key = if key == "." {
             "(top level)".to_string()
         } else {
             key
         };
         LoadError::invalid(path, key, e.into_inner().to_string())
-    })
+    })?;
+    Ok((value, left))
 }
 
-/// Replaces `${VAR}` in every string of `tree`; `$$` stands for a literal `$`.
-/// Returns the key path and a message for the first unset variable.
-fn expand_env(
+/// `a.b[0].c` (serde_path_to_error's form) as `a.b.0.c` (the form keys are reported in here).
+fn dotted(key: &str) -> String {
+    key.replace('[', ".").replace(']', "")
+}
+
+/// Whether `key` is `parent` or a key below it (both dotted).
+pub fn is_under(key: &str, parent: &str) -> bool {
+    key == parent
+        || key
+            .strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with('.'))
+        || parent
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// [`expand_env`], leaving unset variables under keys `may_leave` admits (recorded in `left`).
+fn expand_env_leaving(
     tree: &mut Value,
     key: &mut Vec<String>,
     lookup: &dyn Fn(&str) -> Option<String>,
+    may_leave: &dyn Fn(&str) -> bool,
+    left: &mut Vec<Unresolved>,
 ) -> Result<(), (String, String)> {
     match tree {
-        Value::String(s) if s.contains('$') => {
-            *s = expand_string(s, lookup).map_err(|m| (key.join("."), m))?;
-        }
+        Value::String(s) if s.contains('$') => match expand_string(s, lookup) {
+            Ok(expanded) => *s = expanded,
+            Err(message) => {
+                let at = key.join(".");
+                if message.ends_with("is not set") && may_leave(&at) {
+                    left.push(Unresolved { key: at, message });
+                } else {
+                    return Err((at, message));
+                }
+            }
+        },
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 key.push(i.to_string());
-                expand_env(item, key, lookup)?;
+                expand_env_leaving(item, key, lookup, may_leave, left)?;
                 key.pop();
             }
         }
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
                 key.push(k.clone());
-                expand_env(v, key, lookup)?;
+                expand_env_leaving(v, key, lookup, may_leave, left)?;
                 key.pop();
             }
         }
         _ => {}
     }
     Ok(())
+}
+
+/// Replaces `${VAR}` in every string of `tree`; `$$` stands for a literal `$`.
+/// Returns the key path and a message for the first unset variable.
+#[cfg(test)]
+fn expand_env(
+    tree: &mut Value,
+    key: &mut Vec<String>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), (String, String)> {
+    expand_env_leaving(tree, key, lookup, &|_| false, &mut Vec::new())
 }
 
 fn expand_string(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {

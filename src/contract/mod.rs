@@ -256,10 +256,28 @@ pub fn valid_tool_name(name: &str) -> bool {
 impl ContractSet {
     /// Loads every `*.yaml`/`*.yml` file in `dir`, in name order.
     pub fn load_dir(dir: &Path) -> Result<ContractSet, LoadError> {
-        let entries = std::fs::read_dir(dir).map_err(|source| LoadError::Read {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        let (set, mut errors) = ContractSet::load_dir_all(dir);
+        match errors.is_empty() {
+            true => Ok(set),
+            false => Err(errors.swap_remove(0)),
+        }
+    }
+
+    /// Like [`ContractSet::load_dir`], going on past each problem: what loaded, and every
+    /// problem found (a file that cannot be read or parsed, each tool, resource or prompt that
+    /// is invalid or clashes with one already loaded), so that `check` names them all at once.
+    pub fn load_dir_all(dir: &Path) -> (ContractSet, Vec<LoadError>) {
+        let mut set = ContractSet::default();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(source) => {
+                let error = LoadError::Read {
+                    path: dir.to_path_buf(),
+                    source,
+                };
+                return (set, vec![error]);
+            }
+        };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
@@ -268,55 +286,68 @@ impl ContractSet {
             })
             .collect();
         files.sort();
-        let mut set = ContractSet::default();
+        let mut errors = Vec::new();
         for file in files {
-            set.add_file(&file)?;
+            match yaml::load(&file) {
+                Ok(parsed) => errors.extend(set.add_parsed(&file, parsed)),
+                Err(e) => errors.push(e),
+            }
         }
-        Ok(set)
-    }
-
-    fn add_file(&mut self, file: &Path) -> Result<(), LoadError> {
-        self.add_parsed(file, yaml::load(file)?)
+        (set, errors)
     }
 
     /// Adds the contracts in `text`, as if read from `file` (which only names it in messages).
     /// Entry point for fuzz/.
     #[doc(hidden)]
     pub fn add_yaml(&mut self, file: &Path, text: &str) -> Result<(), LoadError> {
-        self.add_parsed(file, yaml::parse(file, text)?)
+        match self.add_parsed(file, yaml::parse(file, text)?).into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(()),
+        }
     }
 
-    fn add_parsed(&mut self, file: &Path, parsed: ContractFile) -> Result<(), LoadError> {
+    /// Adds every valid entry of `parsed`; returns the problems of the others.
+    fn add_parsed(&mut self, file: &Path, parsed: ContractFile) -> Vec<LoadError> {
         if !valid_upstream_name(&parsed.upstream) {
-            return Err(LoadError::invalid(
+            return vec![LoadError::invalid(
                 file,
                 "upstream",
                 "an upstream name must match [a-z0-9_-]{1,32}",
-            ));
+            )];
         }
+        let mut errors = Vec::new();
         for (name, fields) in parsed.tools {
             let key = format!("tools.{name}");
             if let Some(existing) = self.tools.get(&name) {
-                return Err(LoadError::invalid(
+                errors.push(LoadError::invalid(
                     file,
                     key,
                     format!(
-                        "tool name `{name}` is already declared in {}; exposed names must be unique",
+                        "tool name `{name}` is already declared in {}; exposed names must be unique (rename it, keeping `upstream_tool:`, or scaffold the file with `narrowgate init --prefix`)",
                         existing.file.display()
                     ),
                 ));
+                continue;
             }
-            let contract =
-                build(file, &parsed.upstream, &name, fields).map_err(|(sub, message)| {
-                    LoadError::invalid(file, format!("{key}{sub}"), message)
-                })?;
-            self.tools.insert(name, Arc::new(contract));
+            match build(file, &parsed.upstream, &name, fields) {
+                Ok(contract) => {
+                    self.tools.insert(name, Arc::new(contract));
+                }
+                Err((sub, message)) => {
+                    errors.push(LoadError::invalid(file, format!("{key}{sub}"), message));
+                }
+            }
         }
         for (i, fields) in parsed.resources.into_iter().enumerate() {
-            let entry = resources::build_resource(file, &parsed.upstream, i, fields)
-                .map_err(|(key, message)| LoadError::invalid(file, key, message))?;
+            let entry = match resources::build_resource(file, &parsed.upstream, i, fields) {
+                Ok(entry) => entry,
+                Err((key, message)) => {
+                    errors.push(LoadError::invalid(file, key, message));
+                    continue;
+                }
+            };
             if let Some(existing) = resources::clash(&self.resources, &entry) {
-                return Err(LoadError::invalid(
+                errors.push(LoadError::invalid(
                     file,
                     format!("resources.{i}"),
                     format!(
@@ -326,12 +357,13 @@ impl ContractSet {
                         existing.declared()
                     ),
                 ));
+                continue;
             }
             self.resources.push(Arc::new(entry));
         }
         for (name, fields) in parsed.prompts {
             if let Some(existing) = self.prompts.get(&name) {
-                return Err(LoadError::invalid(
+                errors.push(LoadError::invalid(
                     file,
                     format!("prompts.{name}"),
                     format!(
@@ -339,12 +371,16 @@ impl ContractSet {
                         existing.file.display()
                     ),
                 ));
+                continue;
             }
-            let entry = resources::build_prompt(file, &parsed.upstream, &name, fields)
-                .map_err(|(key, message)| LoadError::invalid(file, key, message))?;
-            self.prompts.insert(name, Arc::new(entry));
+            match resources::build_prompt(file, &parsed.upstream, &name, fields) {
+                Ok(entry) => {
+                    self.prompts.insert(name, Arc::new(entry));
+                }
+                Err((key, message)) => errors.push(LoadError::invalid(file, key, message)),
+            }
         }
-        Ok(())
+        errors
     }
 
     /// The resource entry a read of `uri` falls under: an exact URI first, else the first

@@ -237,6 +237,17 @@ fn candidates(schema: &Value, root: &Value, depth: usize) -> Vec<(Value, String)
                 values.extend(number("exclusiveMinimum").map(|n| n.floor() + 1.0));
                 values.extend(number("exclusiveMaximum").map(|n| n.ceil() - 1.0));
                 values.extend(number("multipleOf"));
+                // A fraction inside the bounds: a `number` whose bounds leave out 0.5 still
+                // admits 1.5, which an upstream `integer` rejects.
+                if t == "number" {
+                    let low = number("minimum").or(number("exclusiveMinimum"));
+                    let high = number("maximum").or(number("exclusiveMaximum"));
+                    values.extend(low.map(|n| n.floor() + 0.5));
+                    values.extend(high.map(|n| n.ceil() - 0.5));
+                    if let (Some(low), Some(high)) = (low, high) {
+                        values.push((low + high) / 2.0);
+                    }
+                }
                 for n in values {
                     let v = if n.fract() == 0.0 && n.abs() < 9e15 {
                         json!(n as i64)

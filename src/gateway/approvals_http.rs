@@ -113,10 +113,17 @@ pub async fn approver(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Call
 
 fn unauthorized(e: AuthError) -> Response {
     let mut response = error(StatusCode::UNAUTHORIZED, e.to_string());
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
+    // A key that was sent but is bad says so, as on the MCP endpoint.
+    let challenge = match e {
+        AuthError::Missing => header::HeaderValue::from_static("Bearer"),
+        _ => header::HeaderValue::from_str(&crate::policy::resource::invalid_token(
+            &e.to_string(),
+        ))
+        .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer")),
+    };
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, challenge);
     response
 }
 

@@ -369,12 +369,17 @@ fn unauthorized(gateway: &Gateway, host: Option<&str>, e: &AuthError) -> Rejecti
         AuthError::Missing => {
             "this gateway requires credentials: send Authorization: Bearer <key or token>"
         }
-        AuthError::Invalid => "the credentials presented are not valid",
+        AuthError::Invalid => {
+            "the key presented is not known to this gateway: check the key your client sends as Authorization: Bearer <key>"
+        }
         AuthError::Token(t) => t.client_text(),
     };
+    // A credential that was sent but is bad says so (`invalid_token`), with or without OAuth,
+    // so that a client tells a wrong key from a missing login and does not start a sign-in.
     let challenge = match &gateway.resource {
         Some(r) => r.unauthorized(host, (*e != AuthError::Missing).then_some(description)),
-        None => "Bearer".to_string(),
+        None if *e == AuthError::Missing => "Bearer".to_string(),
+        None => crate::policy::resource::invalid_token(description),
     };
     Rejection::Unauthorized {
         description: description.into(),

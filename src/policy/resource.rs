@@ -98,6 +98,15 @@ impl ProtectedResource {
     }
 }
 
+/// The 401 challenge for a credential that was presented but refused, without OAuth (no
+/// `resource_metadata` to point at).
+pub fn invalid_token(description: &str) -> String {
+    format!(
+        "Bearer error=\"invalid_token\", error_description=\"{}\"",
+        quoted(description)
+    )
+}
+
 /// The 403 step-up challenge for a tool needing `scopes`. Per RFC 6750 §3.1 (and MCP's SEP-2350)
 /// `scope` lists the scopes this operation needs; the client adds those it already holds.
 pub fn insufficient_scope(

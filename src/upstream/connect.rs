@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::ProtocolVersion;
 #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
@@ -200,6 +201,21 @@ pub enum ConnectError {
     Url(String),
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
+    /// A stdio child that did not get through the handshake, with what it last wrote.
+    #[error("MCP handshake failed: {error}{}", stderr_note(.stderr))]
+    Started { error: String, stderr: Vec<String> },
+}
+
+/// How long a failed child's stderr is waited for, to report its last words.
+const STDERR_WITHIN: Duration = Duration::from_secs(2);
+
+/// The last lines of a failed child's stderr, on one line (reasons go into logs, `/readyz` and
+/// `check`, which show one line per upstream).
+fn stderr_note(lines: &[String]) -> String {
+    if lines.is_empty() {
+        return " (the server wrote nothing on stderr)".to_string();
+    }
+    format!("; the server's stderr ended with: {}", lines.join(" | "))
 }
 
 /// Connects to `name` over its transport. A stdio child's stderr goes to the log under its name
@@ -237,16 +253,26 @@ pub async fn connect(
                     command: command.clone(),
                     source,
                 })?;
+            let tail = super::stderr::Tail::default();
             if let Some(stderr) = stderr {
-                tokio::spawn(super::stderr::log_stderr(name.to_string(), stderr));
+                tokio::spawn(super::stderr::log_stderr(
+                    name.to_string(),
+                    stderr,
+                    tail.clone(),
+                ));
             }
             // The same lifecycle as HTTP (`lifecycle`): the Python and Node servers operators
             // run answer `server/discover` at once, either with their versions or with
             // -32601, on which rmcp falls back to `initialize` without waiting.
-            let connection = handler
-                .serve_with_lifecycle(child, lifecycle())
-                .await
-                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
+            let connection = match handler.serve_with_lifecycle(child, lifecycle()).await {
+                Ok(connection) => connection,
+                Err(e) => {
+                    return Err(ConnectError::Started {
+                        error: plain(&e.to_string()),
+                        stderr: tail.last_lines(STDERR_WITHIN).await,
+                    });
+                }
+            };
             Ok(Connected {
                 connection,
                 forwarder: None,

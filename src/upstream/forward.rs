@@ -21,7 +21,6 @@
 //! (`stateless`), and may answer that it needs input first (`mrtr`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::{HeaderValue, StatusCode, header};
@@ -92,9 +91,6 @@ pub struct Forwarder {
     tap: Arc<SessionTap>,
     /// Told when the answer stream carries `notifications/tools/list_changed`.
     tools_changed: Arc<Notify>,
-    /// Our request ids are strings (`narrowgate-N`) and rmcp's are numbers: the two never clash
-    /// on the shared session.
-    next_id: AtomicU64,
     /// Bounds on the answers to the upstream's requests (see [`MAX_REPLIES_WAITING`]).
     replies: Arc<Replies>,
     /// Where the answer stream's `notifications/progress` go (`relay`).
@@ -177,7 +173,6 @@ impl Forwarder {
             http: client.http.clone(),
             tap: client.tap.clone(),
             tools_changed,
-            next_id: AtomicU64::new(1),
             replies: Arc::new(Replies::new()),
             progress,
             identity: stateless::Identity::default(),
@@ -232,13 +227,7 @@ impl Forwarder {
         if session.stateless && !stateless::fits_a_header(&params.name) {
             return Sent::Declined;
         }
-        let id = RequestId::String(
-            format!(
-                "narrowgate-{}",
-                self.next_id.fetch_add(1, Ordering::Relaxed)
-            )
-            .into(),
-        );
+        let id = call_id();
         let body = if session.stateless {
             serde_json::to_vec(&OutgoingCall {
                 jsonrpc: "2.0",
@@ -457,6 +446,13 @@ impl Forwarder {
             (None, Some(answered), None, Some(error)) if answered == *id => {
                 Some(Err(CallError::Protocol(error)))
             }
+            // An answer on this call's stream is this call's: one with another id answers no
+            // request of ours (the gateway's ids cannot be guessed), and is refused, never
+            // taken for a later call's.
+            (None, Some(answered), _, _) => {
+                tracing::warn!(upstream = %self.upstream, id = %answered, "refused an answer whose id is not the call's");
+                Some(Err(CallError::Malformed(self.upstream.clone())))
+            }
             // An error for no request in particular (a parse error, say) is this call's.
             (None, None, None, Some(error)) => Some(Err(CallError::Protocol(error))),
             _ => None,
@@ -539,6 +535,20 @@ impl Forwarder {
         tracing::warn!(upstream = %self.upstream, error = %why, "call failed: connection lost");
         CallError::ConnectionLost(self.upstream.clone())
     }
+}
+
+/// A new request id for a call: `narrowgate-` and 128 random bits from the thread's CSPRNG
+/// (ChaCha, seeded by the OS). A counter would let an upstream that sees one call's id predict
+/// the next and answer it ahead, on a kept connection, for another caller; these cannot be
+/// guessed. (Strings, so they never clash with rmcp's numeric ids on a shared session.)
+fn call_id() -> RequestId {
+    const PREFIX: &[u8] = b"narrowgate-";
+    let random: [u8; 16] = rand::random();
+    let mut text = [0u8; PREFIX.len() + 32];
+    text[..PREFIX.len()].copy_from_slice(PREFIX);
+    // 32 hex digits fit exactly: the encoding cannot fail.
+    let _ = hex::encode_to_slice(random, &mut text[PREFIX.len()..]);
+    RequestId::String(String::from_utf8_lossy(&text).into_owned().into())
 }
 
 #[cfg(test)]

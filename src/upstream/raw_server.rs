@@ -24,6 +24,11 @@ type Requests = Arc<std::sync::Mutex<Vec<String>>>;
 /// Where an answer pauses (see `answer`).
 pub const PAUSE: char = '\u{1}';
 
+/// Replaced in an answer by the `"id"` of the last request body that had a string one (the
+/// forwarder's ids are random): as long as that id (`narrowgate-` and 32 hex digits), so that
+/// the lengths a test frames its answer with stay right.
+pub const CALL_ID: &str = "narrowgate-<the id of the call's request  >";
+
 pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}/mcp?x=1", listener.local_addr().expect("address"));
@@ -34,13 +39,19 @@ pub async fn server<S: Into<String>>(answers: Vec<(S, bool)>) -> Server {
     let next = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicUsize::new(0));
     let (seen, count, gone) = (requests.clone(), accepted.clone(), closed.clone());
+    let last_id = Arc::new(std::sync::Mutex::new(String::new()));
     tokio::spawn(async move {
         while let Ok((socket, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            let (answers, next, seen, gone) =
-                (answers.clone(), next.clone(), seen.clone(), gone.clone());
+            let (answers, next, seen, gone, last_id) = (
+                answers.clone(),
+                next.clone(),
+                seen.clone(),
+                gone.clone(),
+                last_id.clone(),
+            );
             tokio::spawn(async move {
-                answer(socket, &answers, &next, &seen).await;
+                answer(socket, &answers, &next, &seen, &last_id).await;
                 gone.fetch_add(1, Ordering::SeqCst);
             });
         }
@@ -60,6 +71,7 @@ async fn answer(
     answers: &[(String, bool)],
     next: &AtomicUsize,
     seen: &Requests,
+    last_id: &std::sync::Mutex<String>,
 ) {
     let mut data = Vec::new();
     loop {
@@ -84,11 +96,18 @@ async fn answer(
                 Ok(n) => data.extend_from_slice(&buf[..n]),
             }
         };
+        let body = request.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        if let Ok(serde_json::Value::Object(message)) = serde_json::from_str(body)
+            && let Some(id) = message.get("id").and_then(|id| id.as_str())
+        {
+            *last_id.lock().expect("lock") = id.to_string();
+        }
         seen.lock().expect("lock").push(request);
         let n = next.fetch_add(1, Ordering::SeqCst);
         let Some((answer, close)) = answers.get(n) else {
             return;
         };
+        let answer = answer.replace(CALL_ID, &last_id.lock().expect("lock"));
         // A `PAUSE` in an answer: the upstream writes the rest 50 ms later (a stream's end
         // arriving after its last event).
         for (n, part) in answer.split(PAUSE).enumerate() {

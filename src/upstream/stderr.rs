@@ -6,9 +6,13 @@
 //! control characters are escaped, so a child cannot forge log lines or drive a terminal; and at
 //! most [`LINES_PER_SECOND`] lines a second are logged per upstream, the rest counted.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::Notify;
 
 /// How much of stderr is read at a time.
 const READ_BYTES: usize = 8 * 1024;
@@ -18,8 +22,69 @@ pub const MAX_LINE_BYTES: usize = 4 * 1024;
 const LINES_PER_SECOND: u32 = 100;
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// Logs `stderr` under the upstream's `name` until it ends.
-pub async fn log_stderr(name: String, mut stderr: impl AsyncRead + Unpin) {
+/// Lines kept in a [`Tail`], and the most of each one kept there.
+const TAIL_LINES: usize = 10;
+const TAIL_LINE_BYTES: usize = 512;
+
+/// The last lines a child wrote on stderr (whether logged or held back by the rate limit),
+/// for the report of a start that failed: why a server did not start is nearly always there.
+#[derive(Clone, Default)]
+pub struct Tail(Arc<TailState>);
+
+#[derive(Default)]
+struct TailState {
+    lines: Mutex<VecDeque<String>>,
+    ended: AtomicBool,
+    end: Notify,
+}
+
+impl Tail {
+    fn push(&self, line: &Line) {
+        let mut text = line.text.clone();
+        if text.len() > TAIL_LINE_BYTES {
+            let mut cut = TAIL_LINE_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push('…');
+        }
+        let mut lines = self.0.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(text);
+    }
+
+    fn finish(&self) {
+        self.0.ended.store(true, Ordering::Release);
+        self.0.end.notify_waiters();
+    }
+
+    /// The kept lines once stderr has ended (the child exited), or after `within` if it has
+    /// not: a child that failed is usually still writing its last words as the handshake fails.
+    pub async fn last_lines(&self, within: Duration) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let ended = self.0.end.notified();
+            if self.0.ended.load(Ordering::Acquire)
+                || tokio::time::timeout_at(deadline, ended).await.is_err()
+            {
+                break;
+            }
+        }
+        let lines = self.0.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().cloned().collect()
+    }
+}
+
+/// Logs `stderr` under the upstream's `name` until it ends, keeping its last lines in `tail`.
+pub async fn log_stderr(name: String, stderr: impl AsyncRead + Unpin, tail: Tail) {
+    log_lines(name, stderr, &tail).await;
+    tail.finish();
+}
+
+async fn log_lines(name: String, mut stderr: impl AsyncRead + Unpin, tail: &Tail) {
     let mut buffer = vec![0u8; READ_BYTES];
     let mut lines = Lines::default();
     let mut limit = RateLimit::new(Instant::now());
@@ -41,10 +106,12 @@ pub async fn log_stderr(name: String, mut stderr: impl AsyncRead + Unpin) {
             Ok(n) => n,
         };
         lines.feed(&buffer[..n], |line| {
+            tail.push(&line);
             limit.log(&name, line, Instant::now());
         });
     }
     if let Some(line) = lines.finish() {
+        tail.push(&line);
         limit.log(&name, line, Instant::now());
     }
     limit.report(&name);
@@ -274,6 +341,26 @@ mod tests {
             lines[0].dropped,
             (MAX_LINE_BYTES - MAX_LINE_BYTES / 4) as u64
         );
+    }
+
+    /// Proves: the tail keeps the last [`TAIL_LINES`] lines of stderr, each cut to
+    /// [`TAIL_LINE_BYTES`], including lines the rate limit did not log, and is read once the
+    /// stream ends without waiting out the bound.
+    #[tokio::test]
+    async fn the_tail_keeps_the_last_lines() {
+        let mut text = String::new();
+        for i in 0..(LINES_PER_SECOND as usize + 20) {
+            text.push_str(&format!("line {i}\n"));
+        }
+        text.push_str(&"x".repeat(TAIL_LINE_BYTES + 100));
+        let tail = Tail::default();
+        log_stderr("up".into(), text.as_bytes(), tail.clone()).await;
+        let started = Instant::now();
+        let lines = tail.last_lines(Duration::from_secs(30)).await;
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(lines.len(), TAIL_LINES);
+        assert_eq!(lines[0], format!("line {}", LINES_PER_SECOND as usize + 11));
+        assert_eq!(lines[TAIL_LINES - 1].len(), TAIL_LINE_BYTES + '…'.len_utf8());
     }
 
     /// Proves: at most [`LINES_PER_SECOND`] lines are logged in a window; the rest are counted

@@ -262,3 +262,41 @@ fn upstream_annotations_do_not_change_the_verdict() {
         assert!(!verdict.to_string().contains("IGNORE"), "{verdict}");
     }
 }
+
+/// Proves: a contract `number` against the upstream's `integer` is reported wider at that
+/// property (it admits 1.5, which the upstream rejects), also when its bounds leave out the
+/// fractions the search tries anyway (0.5), and that the same bounds on `integer` stay narrower.
+#[test]
+fn a_number_against_an_integer_is_wider() {
+    let upstream = json!({
+        "type": "object",
+        "properties": {"max_count": {"type": "integer"}},
+        "required": ["max_count"]
+    });
+    let with = |t: &str| {
+        json!({
+            "type": "object",
+            "properties": {"max_count": {"type": t, "minimum": 1, "maximum": 50}},
+            "required": ["max_count"],
+            "additionalProperties": false
+        })
+    };
+    assert_eq!(
+        narrow(&with("number"), &upstream).verdict,
+        Verdict::Wider {
+            path: "/properties/max_count".into()
+        }
+    );
+    assert_eq!(narrow(&with("integer"), &upstream).verdict, Verdict::Narrower);
+    // Exclusive bounds one apart leave only fractions: still wider, never empty.
+    let tight = json!({
+        "type": "object",
+        "properties": {"max_count": {"type": "number", "exclusiveMinimum": 2, "exclusiveMaximum": 3}},
+        "required": ["max_count"],
+        "additionalProperties": false
+    });
+    assert!(matches!(
+        narrow(&tight, &upstream).verdict,
+        Verdict::Wider { .. } | Verdict::Empty
+    ));
+}

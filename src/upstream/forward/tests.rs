@@ -30,8 +30,9 @@ fn session() -> Arc<Session> {
 /// Proves: of the messages an answer stream carries, only the response to this call's id
 /// ends it (a result, an empty result, a JSON-RPC error kept as a protocol error, or a
 /// result that is no tool result, which is not taken for a lost connection); an id-less
-/// error ends it too; a list_changed notification is passed on; responses to other ids,
-/// malformed data and messages that are neither answer nor request are skipped.
+/// error ends it too; a list_changed notification is passed on; a response to another id is
+/// refused (it answers no request of ours); malformed data and messages that are neither answer
+/// nor request are skipped.
 #[test]
 fn only_the_calls_own_response_answers_it() {
     let (forwarder, changed) = forwarder();
@@ -41,7 +42,10 @@ fn only_the_calls_own_response_answers_it() {
 
     assert!(answer("").is_none());
     assert!(answer("{not json").is_none());
-    assert!(answer(r#"{"jsonrpc":"2.0","id":"narrowgate-6","result":{"content":[]}}"#).is_none());
+    assert!(matches!(
+        answer(r#"{"jsonrpc":"2.0","id":"narrowgate-6","result":{"content":[]}}"#),
+        Some(Err(CallError::Malformed(_)))
+    ));
     assert!(answer(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#).is_none());
     assert!(!pending(&changed));
     assert!(answer(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#).is_none());
@@ -119,14 +123,17 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
             events.len()
         )
     };
+    use crate::upstream::raw_server::CALL_ID;
     let server = crate::upstream::raw_server::server(vec![
         // The POST: a priming event with an id, then the stream ends without the answer.
         (sse("id: 7\nretry: 10\ndata: \n\n"), false),
         // The GET that resumes it: the answer.
         (
             sse(
-                "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"narrowgate-1\",\"result\":\
-                 {\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n",
+                &format!(
+                    "id: 8\ndata: {{\"jsonrpc\":\"2.0\",\"id\":\"{CALL_ID}\",\"result\":\
+                     {{\"content\":[{{\"type\":\"text\",\"text\":\"resumed\"}}]}}}}\n\n"
+                ),
             ),
             false,
         ),
@@ -208,4 +215,73 @@ async fn a_stream_read_to_its_end_keeps_its_connection() {
             "finish_within: {finish}"
         );
     }
+}
+
+/// Proves: the ids of calls sent upstream are `narrowgate-` and 32 hex digits, and a thousand
+/// of them are all different and in no order: an upstream that saw one cannot name the next
+/// (a counter, `narrowgate-1`, `narrowgate-2`..., could).
+#[test]
+fn call_ids_cannot_be_guessed() {
+    let ids: Vec<String> = (0..1000)
+        .map(|_| match call_id() {
+            RequestId::String(id) => id.to_string(),
+            other => panic!("a number id: {other:?}"),
+        })
+        .collect();
+    for id in &ids {
+        let digits = id.strip_prefix("narrowgate-").expect("the prefix");
+        assert!(
+            digits.len() == 32 && digits.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len());
+    assert!(ids.windows(2).any(|w| w[0] > w[1]) && ids.windows(2).any(|w| w[0] < w[1]));
+}
+
+/// Proves, over real HTTP on one kept connection: a call's own answer (its id echoed) is
+/// taken; an answer carrying the id a counter would have given the next call (what an upstream
+/// predicting ids would pre-answer with) is refused as no tool result, never taken for the call.
+#[tokio::test]
+async fn an_answer_with_another_id_is_refused() {
+    use crate::upstream::raw_server::{CALL_ID, server};
+    let json = |id: &str| {
+        let body = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"forged\"}}]}}}}"
+        );
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let upstream = server(vec![(json(CALL_ID), false), (json("narrowgate-2"), false)]).await;
+    let client = TappedClient {
+        http: reqwest::Client::new(),
+        tap: Arc::new(SessionTap::default()),
+    };
+    client.tap.set(Some(Session {
+        headers: http::HeaderMap::new(),
+        has_session_id: false,
+        stateless: false,
+    }));
+    let forwarder = Forwarder::new(
+        "demo",
+        upstream.url.clone(),
+        &client,
+        Arc::new(Notify::new()),
+        Default::default(),
+    );
+    let mut params = CallToolRequestParams::new("echo");
+    assert!(matches!(
+        forwarder.call(&mut params).await,
+        Forwarded::Answered(Ok(_))
+    ));
+    match forwarder.call(&mut params).await {
+        Forwarded::Answered(Err(CallError::Malformed(_))) => {}
+        Forwarded::Answered(Ok(result)) => panic!("a forged answer was taken: {result:?}"),
+        Forwarded::Answered(Err(e)) => panic!("expected a refusal, got {e}"),
+        Forwarded::Declined => panic!("declined"),
+    }
+    assert_eq!(upstream.accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
