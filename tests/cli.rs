@@ -543,3 +543,17 @@ fn init_explains_a_wrong_upstream() {
 
 #[path = "cli/init_round_trip.rs"]
 mod init_round_trip;
+
+#[path = "cli/operators.rs"]
+mod operators;
+
+/// The exposed tool names in contract file `file` of `setup` (for `operators`).
+fn contract_tools(setup: &Setup, file: &str) -> Vec<String> {
+    let path = setup.dir.path().join("contracts").join(file);
+    let text = std::fs::read_to_string(&path).expect("contract file");
+    let parsed: Value = serde_saphyr::from_str(&text).expect("YAML");
+    parsed["tools"]
+        .as_object()
+        .map(|tools| tools.keys().cloned().collect())
+        .unwrap_or_default()
+}

@@ -3,6 +3,8 @@
 //! Every test starts the real binary on its own port.
 
 mod common;
+#[path = "gateway/credentials.rs"]
+mod credentials;
 #[path = "gateway/direct.rs"]
 mod direct;
 #[path = "gateway/direct_switch.rs"]
