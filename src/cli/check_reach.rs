@@ -28,7 +28,9 @@ impl<'a> Grants<'a> {
             .chain(roles.map(|r| (&r.tools, &r.resources, &r.prompts)));
         for (tools, resources, prompts) in lists {
             grants.tools.extend(tools.iter().map(String::as_str));
-            grants.resources.extend(resources.iter().map(String::as_str));
+            grants
+                .resources
+                .extend(resources.iter().map(String::as_str));
             grants.prompts.extend(prompts.iter().map(String::as_str));
         }
         grants
@@ -126,6 +128,10 @@ mod tests {
             .iter()
             .filter_map(|w| w.split('`').nth(1))
             .collect();
-        assert_eq!(named, ["write_x", "test://orphan", "lonely"], "{warnings:#?}");
+        assert_eq!(
+            named,
+            ["write_x", "test://orphan", "lonely"],
+            "{warnings:#?}"
+        );
     }
 }

@@ -95,13 +95,11 @@ pub fn run(config_path: &Path, upstream_name: &str, prefix: &str) -> ExitCode {
                  declares them)"
             );
         }
-        rendered
-            .text
-            .push_str(&super::init_offer::render_prefixed(
-                &offer,
-                yaml_string,
-                prefix,
-            ));
+        rendered.text.push_str(&super::init_offer::render_prefixed(
+            &offer,
+            yaml_string,
+            prefix,
+        ));
     }
     for note in &rendered.left_out {
         eprintln!("narrowgate init: {note}");
@@ -121,7 +119,9 @@ pub struct Rendered {
 
 /// A `--prefix` every exposed name can start with: `[A-Za-z0-9_-]`, leaving room for a name.
 #[derive(Debug, thiserror::Error)]
-#[error("--prefix `{0}` must be at most 63 of the characters A-Z a-z 0-9 _ - (exposed names match ^[A-Za-z0-9_-]{{1,64}}$), e.g. --prefix git2_")]
+#[error(
+    "--prefix `{0}` must be at most 63 of the characters A-Z a-z 0-9 _ - (exposed names match ^[A-Za-z0-9_-]{{1,64}}$), e.g. --prefix git2_"
+)]
 pub struct BadPrefix(String);
 
 fn check_prefix(prefix: &str) -> Result<(), BadPrefix> {

@@ -147,7 +147,11 @@ pub fn main() -> ExitCode {
             config,
             upstream,
             prefix,
-        } => init::run(&config.config, &upstream, prefix.as_deref().unwrap_or_default()),
+        } => init::run(
+            &config.config,
+            &upstream,
+            prefix.as_deref().unwrap_or_default(),
+        ),
         Command::Receipts(args) => receipts::run(args),
         Command::Approvals(args) => approvals::run(args),
         Command::HashKey { key } => hash_key(key),

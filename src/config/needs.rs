@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use super::yaml::{self, LoadError, Unresolved, is_under};
 use super::Config;
+use super::yaml::{self, LoadError, Unresolved, is_under};
 
 /// The command a configuration is loaded for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,7 +158,11 @@ state: \"${NG_NEEDS_TEST_REDIS_URL}\"
         let left: Vec<&str> = config.unresolved.iter().map(|u| u.key.as_str()).collect();
         assert_eq!(
             left,
-            ["receipts.url", "state", "upstreams.weather.headers.Authorization"]
+            [
+                "receipts.url",
+                "state",
+                "upstreams.weather.headers.Authorization"
+            ]
         );
         let serve = Config::load(&path).expect_err("serve needs everything");
         assert!(serve.to_string().contains("NG_NEEDS_TEST"), "{serve}");
@@ -173,13 +177,18 @@ state: \"${NG_NEEDS_TEST_REDIS_URL}\"
             .expect_err("the weather token is unset");
         assert_eq!(online.len(), 1, "{online:?}");
         assert!(
-            online[0].to_string().contains("NG_NEEDS_TEST_WEATHER_TOKEN"),
+            online[0]
+                .to_string()
+                .contains("NG_NEEDS_TEST_WEATHER_TOKEN"),
             "{:?}",
             online
         );
         let offline =
             Config::load_for(&path, &Needs::Check { offline: true }).expect("offline loads");
-        assert_eq!(offline.callers_without_keys(), [("ci-bot", "NG_NEEDS_TEST_CI_KEY")]);
+        assert_eq!(
+            offline.callers_without_keys(),
+            [("ci-bot", "NG_NEEDS_TEST_CI_KEY")]
+        );
     }
 
     /// Proves: every problem of a file is reported at once, not only the first.
@@ -188,8 +197,8 @@ state: \"${NG_NEEDS_TEST_REDIS_URL}\"
         let (_dir, path) = write(
             "listen: nowhere\nstate: sqlite\ncallers:\n  - name: a\n  - name: a\n    anonymous: true\n",
         );
-        let errors = Config::load_for(&path, &Needs::Check { offline: true })
-            .expect_err("three problems");
+        let errors =
+            Config::load_for(&path, &Needs::Check { offline: true }).expect_err("three problems");
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(errors.len(), 4, "{text:#?}");
     }

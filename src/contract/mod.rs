@@ -300,7 +300,11 @@ impl ContractSet {
     /// Entry point for fuzz/.
     #[doc(hidden)]
     pub fn add_yaml(&mut self, file: &Path, text: &str) -> Result<(), LoadError> {
-        match self.add_parsed(file, yaml::parse(file, text)?).into_iter().next() {
+        match self
+            .add_parsed(file, yaml::parse(file, text)?)
+            .into_iter()
+            .next()
+        {
             Some(first) => Err(first),
             None => Ok(()),
         }

@@ -116,10 +116,8 @@ fn unauthorized(e: AuthError) -> Response {
     // A key that was sent but is bad says so, as on the MCP endpoint.
     let challenge = match e {
         AuthError::Missing => header::HeaderValue::from_static("Bearer"),
-        _ => header::HeaderValue::from_str(&crate::policy::resource::invalid_token(
-            &e.to_string(),
-        ))
-        .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer")),
+        _ => header::HeaderValue::from_str(&crate::policy::resource::invalid_token(&e.to_string()))
+            .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer")),
     };
     response
         .headers_mut()

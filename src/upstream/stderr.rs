@@ -360,7 +360,10 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(lines.len(), TAIL_LINES);
         assert_eq!(lines[0], format!("line {}", LINES_PER_SECOND as usize + 11));
-        assert_eq!(lines[TAIL_LINES - 1].len(), TAIL_LINE_BYTES + '…'.len_utf8());
+        assert_eq!(
+            lines[TAIL_LINES - 1].len(),
+            TAIL_LINE_BYTES + '…'.len_utf8()
+        );
     }
 
     /// Proves: at most [`LINES_PER_SECOND`] lines are logged in a window; the rest are counted

@@ -69,7 +69,12 @@ fn init_and_check_need_only_what_they_touch() {
     assert_eq!(online.status.code(), Some(2), "{online:?}");
     assert!(stderr(&online).contains(OTHER_TOKEN), "{online:?}");
 
-    let serve = run_with(&setup, "serve", &[], &[("NARROWGATE_LISTEN", "127.0.0.1:1")]);
+    let serve = run_with(
+        &setup,
+        "serve",
+        &[],
+        &[("NARROWGATE_LISTEN", "127.0.0.1:1")],
+    );
     assert_eq!(serve.status.code(), Some(2), "{serve:?}");
     assert!(stderr(&serve).contains("NG_OPS_TEST"), "{serve:?}");
 }
@@ -110,9 +115,9 @@ fn a_second_copy_is_scaffolded_with_a_prefix_and_every_collision_is_named() {
     assert!(first_tools.len() > 3, "{first_tools:?}");
     for tool in &first_tools {
         assert!(
-            errors
-                .iter()
-                .any(|e| e["error"].as_str().is_some_and(|e| e.contains(&format!("tools.{tool}")))),
+            errors.iter().any(|e| e["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("tools.{tool}")))),
             "the collision of `{tool}` is not named: {report:#}"
         );
     }
@@ -122,10 +127,18 @@ fn a_second_copy_is_scaffolded_with_a_prefix_and_every_collision_is_named() {
         "{text}"
     );
 
-    let prefixed = run_with(&setup, "init", &["--upstream", "demo2", "--prefix", "d2_"], &[]);
+    let prefixed = run_with(
+        &setup,
+        "init",
+        &["--upstream", "demo2", "--prefix", "d2_"],
+        &[],
+    );
     assert!(prefixed.status.success(), "{prefixed:?}");
     let text = stdout(&prefixed);
-    assert!(text.contains("d2_echo:\n    upstream_tool: \"echo\""), "{text}");
+    assert!(
+        text.contains("d2_echo:\n    upstream_tool: \"echo\""),
+        "{text}"
+    );
     setup.contract("demo2.yaml", &text);
     let check = run_with(&setup, "check", &["--json"], &[]);
     let report: Value = serde_json::from_str(&stdout(&check)).expect("JSON");
@@ -138,7 +151,12 @@ fn a_second_copy_is_scaffolded_with_a_prefix_and_every_collision_is_named() {
         assert_eq!(row["pin"], "matches", "{row}");
     }
 
-    let bad = run_with(&setup, "init", &["--upstream", "demo2", "--prefix", "d 2"], &[]);
+    let bad = run_with(
+        &setup,
+        "init",
+        &["--upstream", "demo2", "--prefix", "d 2"],
+        &[],
+    );
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     assert!(stderr(&bad).contains("--prefix"), "{bad:?}");
 }
@@ -158,14 +176,21 @@ fn an_upstream_that_fails_to_start_is_reported_with_its_stderr() {
     let check = run_with(&setup, "check", &["--json"], &[]);
     assert_eq!(check.status.code(), Some(1), "{check:?}");
     let report: Value = serde_json::from_str(&stdout(&check)).expect("JSON");
-    let reason = report["upstreams"][0]["reason"].as_str().unwrap_or_default();
-    assert!(reason.contains(why) && reason.contains("starting"), "{report:#}");
+    let reason = report["upstreams"][0]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains(why) && reason.contains("starting"),
+        "{report:#}"
+    );
     assert!(report["problems"].to_string().contains(why), "{report:#}");
 
     let gateway = Gateway::start(&dying_upstream(), &[]);
-    gateway.wait_for(Duration::from_secs(30), "the upstream's stderr in /readyz", |r| {
-        r.to_string().contains(why)
-    });
+    gateway.wait_for(
+        Duration::from_secs(30),
+        "the upstream's stderr in /readyz",
+        |r| r.to_string().contains(why),
+    );
     gateway.wait_for_log(Duration::from_secs(10), "the stderr in the log", |log| {
         log.contains(why)
     });

@@ -14,7 +14,9 @@ async fn a_bad_key_is_told_apart_from_a_missing_one() {
     let raw = Raw::new(&gw.url);
     let init = super::common::initialize_body("2025-11-25");
 
-    let bad = raw.post(&[("authorization", "Bearer wrong-key")], &init).await;
+    let bad = raw
+        .post(&[("authorization", "Bearer wrong-key")], &init)
+        .await;
     assert_eq!(bad.status, 401, "{bad:?}");
     let challenge = bad.header("www-authenticate").unwrap_or_default();
     assert!(
@@ -33,7 +35,10 @@ async fn a_bad_key_is_told_apart_from_a_missing_one() {
 
     let missing = raw.post(&[], &init).await;
     assert_eq!(missing.status, 401, "{missing:?}");
-    assert_eq!(missing.header("www-authenticate").as_deref(), Some("Bearer"));
+    assert_eq!(
+        missing.header("www-authenticate").as_deref(),
+        Some("Bearer")
+    );
 
     let good = raw
         .post(&[("authorization", &format!("Bearer {KEY}"))], &init)

@@ -287,7 +287,10 @@ fn a_number_against_an_integer_is_wider() {
             path: "/properties/max_count".into()
         }
     );
-    assert_eq!(narrow(&with("integer"), &upstream).verdict, Verdict::Narrower);
+    assert_eq!(
+        narrow(&with("integer"), &upstream).verdict,
+        Verdict::Narrower
+    );
     // Exclusive bounds one apart leave only fractions: still wider, never empty.
     let tight = json!({
         "type": "object",

@@ -129,12 +129,10 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
         (sse("id: 7\nretry: 10\ndata: \n\n"), false),
         // The GET that resumes it: the answer.
         (
-            sse(
-                &format!(
-                    "id: 8\ndata: {{\"jsonrpc\":\"2.0\",\"id\":\"{CALL_ID}\",\"result\":\
+            sse(&format!(
+                "id: 8\ndata: {{\"jsonrpc\":\"2.0\",\"id\":\"{CALL_ID}\",\"result\":\
                      {{\"content\":[{{\"type\":\"text\",\"text\":\"resumed\"}}]}}}}\n\n"
-                ),
-            ),
+            )),
             false,
         ),
     ])
@@ -240,22 +238,28 @@ fn call_ids_cannot_be_guessed() {
     assert!(ids.windows(2).any(|w| w[0] > w[1]) && ids.windows(2).any(|w| w[0] < w[1]));
 }
 
-/// Proves, over real HTTP on one kept connection: a call's own answer (its id echoed) is
-/// taken; an answer carrying the id a counter would have given the next call (what an upstream
-/// predicting ids would pre-answer with) is refused as no tool result, never taken for the call.
+/// Proves, over real HTTP: a call's own answer (its id echoed) is taken; an answer carrying
+/// the id a counter would have given the next call (what an upstream predicting ids would
+/// pre-answer with) is refused as no tool result, never taken for the call.
 #[tokio::test]
 async fn an_answer_with_another_id_is_refused() {
     use crate::upstream::raw_server::{CALL_ID, server};
-    let json = |id: &str| {
-        let body = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"forged\"}}]}}}}"
-        );
+    let body = |id: &str| {
         format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"forged\"}}]}}}}"
         )
     };
-    let upstream = server(vec![(json(CALL_ID), false), (json("narrowgate-2"), false)]).await;
+    // The echoed id's length is the call's: framed by the connection's end, not a length.
+    let own = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{}",
+        body(CALL_ID)
+    );
+    let forged = body("narrowgate-2");
+    let forged = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{forged}",
+        forged.len()
+    );
+    let upstream = server(vec![(own, true), (forged, false)]).await;
     let client = TappedClient {
         http: reqwest::Client::new(),
         tap: Arc::new(SessionTap::default()),
@@ -283,5 +287,5 @@ async fn an_answer_with_another_id_is_refused() {
         Forwarded::Answered(Err(e)) => panic!("expected a refusal, got {e}"),
         Forwarded::Declined => panic!("declined"),
     }
-    assert_eq!(upstream.accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(upstream.requests.lock().expect("lock").len(), 2);
 }
