@@ -141,8 +141,11 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     }
     // Outermost, for every route: a connection over the connection limits answers health checks
     // only.
-    Router::new()
-        .route("/healthz", get(health::healthz))
+    let mut root = Router::new();
+    if config.path != "/register" {
+        root = root.route("/register", post(no_registration));
+    }
+    root.route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .with_state(live.clone())
@@ -150,6 +153,18 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
         .merge(mcp_routes)
         .merge(browser_routes)
         .layer(middleware::from_fn(super::connections::refuse_over_limit))
+}
+
+/// `POST /register`: where OAuth clients (mcp-remote, the TypeScript SDK) try Dynamic Client
+/// Registration after a 401 when no authorization server is published. The gateway is none:
+/// a 404 whose body says so, which those clients show their user in place of a bare 404.
+async fn no_registration() -> Response {
+    let body = serde_json::json!({"error": "not_found",
+        "error_description": "narrowgate registers no OAuth clients here: it takes API keys \
+            (Authorization: Bearer <key>) or tokens of the issuer its protected-resource metadata \
+            names. A 401 means the key is missing or not known to this gateway: check the key \
+            the client sends"});
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
 /// The edge of the MCP endpoint. Takes the version in force, once: every later layer and both

@@ -7,7 +7,9 @@ use super::start_demo;
 
 /// Proves: without OAuth, a request with a key the gateway does not know gets 401 with
 /// `WWW-Authenticate: Bearer error="invalid_token"` and a body saying the key is not known;
-/// one without credentials gets the plain `Bearer` challenge; the right key still works.
+/// one without credentials gets the plain `Bearer` challenge; the right key still works; and
+/// the Dynamic Client Registration that OAuth clients (mcp-remote) try next is answered with a
+/// body saying the gateway takes API keys, which they show in place of a bare 404.
 #[tokio::test]
 async fn a_bad_key_is_told_apart_from_a_missing_one() {
     let gw = start_demo("");
@@ -44,4 +46,10 @@ async fn a_bad_key_is_told_apart_from_a_missing_one() {
         .post(&[("authorization", &format!("Bearer {KEY}"))], &init)
         .await;
     assert_eq!(good.status, 200, "{good:?}");
+
+    let register = Raw::new(&format!("{}/register", gw.base))
+        .post(&[], r#"{"redirect_uris":["http://localhost:1/cb"]}"#)
+        .await;
+    assert_eq!(register.status, 404, "{register:?}");
+    assert!(register.body.contains("API keys"), "{register:?}");
 }
