@@ -355,7 +355,8 @@ async fn server_everything_is_narrowed_and_its_other_tools_are_invisible() {
 
 /// Proves: the MCP Inspector CLI (v2.12) lists and calls the gateway's tools with an API key in
 /// `--header`: only contracted tools with the contract's schemas; results come back structured;
-/// a refused call exits as a tool error; without or with a wrong key it fails with auth_required.
+/// a refused call exits as a tool error; without or with a wrong key it fails with auth_required,
+/// saying which of the two it is.
 #[test]
 fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
     let (_upstream, gw) = start_everything_gateway();
@@ -419,10 +420,16 @@ fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
     let named = text.contains("/location") && text.contains("enum");
     assert!(named && !text.contains("Los Angeles"), "{text}");
 
-    for auth in [None, Some("wrong-key")] {
+    // What the Inspector tells its user: a wrong key is "not known" (the 401 says
+    // `invalid_token`), a missing one asks for credentials (docs/clients.md).
+    for (auth, says) in [
+        (None, "requires credentials"),
+        (Some("wrong-key"), "not known to this gateway"),
+    ] {
         let denied = inspector(&["--method", "tools/list"], auth);
         assert_eq!(denied.code, Some(3), "{auth:?}: {}", denied.stderr);
         assert!(denied.stderr.contains("auth_required"), "{}", denied.stderr);
+        assert!(denied.stderr.contains(says), "{auth:?}: {}", denied.stderr);
     }
 }
 
