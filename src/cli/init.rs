@@ -88,7 +88,7 @@ pub fn run(config_path: &Path, upstream_name: &str, prefix: &str) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|rt| rt.block_on(list_offer_once(&upstream, LIST_WITHIN)))
     {
-        if !prefix.is_empty() && !(offer.resources.is_empty() && offer.templates.is_empty()) {
+        if !prefix.is_empty() && (!offer.resources.is_empty() || !offer.templates.is_empty()) {
             eprintln!(
                 "narrowgate init: resources keep their URIs under --prefix, and a URI belongs to \
                  one upstream: they are written commented out (uncomment them if no other copy \

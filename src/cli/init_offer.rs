@@ -17,7 +17,7 @@ const ANY_SEGMENT: &str = "^[^/]{1,256}$";
 /// of a server) they are written commented out, so that the file loads next to the first copy's.
 pub fn render_prefixed(offer: &Offer, quote: impl Fn(&str) -> String, prefix: &str) -> String {
     let mut text = String::new();
-    if !prefix.is_empty() && !(offer.resources.is_empty() && offer.templates.is_empty()) {
+    if !prefix.is_empty() && (!offer.resources.is_empty() || !offer.templates.is_empty()) {
         text.push_str(
             "# Resources of this copy, left out: a URI belongs to one upstream, and the first\n\
              # copy's contract may declare them. Uncomment them here only if it does not.\n",
