@@ -191,6 +191,24 @@ state: \"${NG_NEEDS_TEST_REDIS_URL}\"
         );
     }
 
+    /// Proves: a value left holding its `${VAR}` is not judged, but a problem next to it (a
+    /// misspelt key of the same upstream) is still reported as itself, not as the variable.
+    #[test]
+    fn only_the_left_value_is_spared() {
+        let (_dir, path) =
+            write("upstreams:\n  weather:\n    url: \"${NG_NEEDS_TEST_URL}\"\n    timout: 5s\n");
+        let errors =
+            Config::load_for(&path, &Needs::Check { offline: true }).expect_err("the misspelt key");
+        assert!(
+            errors[0].to_string().contains("unknown field `timout`"),
+            "{errors:?}"
+        );
+        let (_dir, path) = write("upstreams:\n  weather:\n    url: \"${NG_NEEDS_TEST_URL}\"\n");
+        let config =
+            Config::load_for(&path, &Needs::Check { offline: true }).expect("the URL is left");
+        assert_eq!(config.unresolved[0].key, "upstreams.weather.url");
+    }
+
     /// Proves: every problem of a file is reported at once, not only the first.
     #[test]
     fn every_problem_is_reported() {

@@ -111,9 +111,6 @@ pub fn is_under(key: &str, parent: &str) -> bool {
         || key
             .strip_prefix(parent)
             .is_some_and(|rest| rest.starts_with('.'))
-        || parent
-            .strip_prefix(key)
-            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// [`expand_env`], leaving unset variables under keys `may_leave` admits (recorded in `left`).
