@@ -9,8 +9,13 @@
 //! naming a missing upstream or tool); 2 the configuration or a contract cannot be loaded at all
 //! (or the report cannot be written). A reader that stops early (`| head`) only cuts the report short: the status stays the check's.
 //!
+//! Every problem of a run is reported at once: all the configuration's (else all the contract
+//! files'), and each upstream's and tool's. Only the environment `check` uses must be set
+//! (`Needs::Check`); what `serve` will need besides is a warning.
+//!
 //! `--json` prints one object whose fields are always present (`null` when not applicable), or,
-//! with exit status 2, `{ok: false, error, hint}`:
+//! with exit status 2, `{ok: false, error, hint, errors: [{error, hint}]}` (the first problem's,
+//! then every one):
 //! `{ok, offline, config, contracts, problems: [text], warnings: [text],
 //!   upstreams: [{name, transport, state: up|down|not_contacted, reason, tools, without_contract}],
 //!   tools: [{tool, upstream, upstream_tool, file, status: enabled|disabled|unavailable|loaded,
