@@ -67,7 +67,13 @@ pub fn run(args: ApprovalsArgs) -> ExitCode {
     };
     let base = match &args.url {
         Some(url) => url.trim_end_matches('/').to_string(),
-        None => match Config::load(&args.config) {
+        // Only where the gateway listens is needed, not the callers' keys.
+        None => match Config::load_for(
+            &args.config,
+            &crate::config::Needs::Parts(&["listen", "path", "public_url"]),
+        )
+        .map_err(|mut errors| errors.swap_remove(0))
+        {
             Ok(config) => base_url(&config),
             Err(e) => {
                 eprintln!("narrowgate approvals: {e} (or give the gateway's address with --url)");

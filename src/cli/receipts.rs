@@ -55,7 +55,13 @@ fn outcome(text: &str) -> Result<Outcome, String> {
 pub fn run(args: ReceiptsArgs) -> ExitCode {
     let source = match args.db {
         Some(db) => Source::named(&db),
-        None => match Config::load(&args.config.config) {
+        // Only the receipts block's environment is needed, not the callers' keys.
+        None => match Config::load_for(
+            &args.config.config,
+            &crate::config::Needs::Parts(&["receipts"]),
+        )
+        .map_err(|mut errors| errors.swap_remove(0))
+        {
             Ok(config) => Source::of(&Settings::of(&config)),
             Err(e) => {
                 eprintln!(

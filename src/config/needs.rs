@@ -19,6 +19,8 @@ pub enum Needs {
     Check { offline: bool },
     /// `init --upstream NAME`: that upstream only.
     Upstream(String),
+    /// These keys only (`receipts`: the database; `approvals`: where the gateway listens).
+    Parts(&'static [&'static str]),
 }
 
 /// Keys only a running gateway reads: `check` leaves their unset variables alone.
@@ -49,6 +51,7 @@ impl Needs {
                     || (*offline && is_under(key, "upstreams"))
             }
             Needs::Upstream(name) => !is_under(key, &format!("upstreams.{name}")),
+            Needs::Parts(parts) => !parts.iter().any(|part| is_under(key, part)),
         }
     }
 
@@ -207,6 +210,25 @@ state: \"${NG_NEEDS_TEST_REDIS_URL}\"
         let config =
             Config::load_for(&path, &Needs::Check { offline: true }).expect("the URL is left");
         assert_eq!(config.unresolved[0].key, "upstreams.weather.url");
+    }
+
+    /// Proves: `receipts` needs only the receipts database's variables, not the callers' keys or
+    /// the upstreams' tokens.
+    #[test]
+    fn receipts_need_only_the_database() {
+        let (_dir, path) = write(&CONFIG.replace("${NG_NEEDS_TEST_PG_PASSWORD}", "pw"));
+        let config = Config::load_for(&path, &Needs::Parts(&["receipts"])).expect("loads");
+        assert_eq!(
+            config.receipts.and_then(|r| r.url).as_deref(),
+            Some("postgres://gw:pw@db/gw")
+        );
+        let (_dir, path) = write(CONFIG);
+        let errors =
+            Config::load_for(&path, &Needs::Parts(&["receipts"])).expect_err("the password");
+        assert!(
+            errors[0].to_string().contains("NG_NEEDS_TEST_PG_PASSWORD"),
+            "{errors:?}"
+        );
     }
 
     /// Proves: every problem of a file is reported at once, not only the first.

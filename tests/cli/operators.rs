@@ -195,3 +195,32 @@ fn an_upstream_that_fails_to_start_is_reported_with_its_stderr() {
         log.contains(why)
     });
 }
+
+/// Proves: `receipts` and `approvals` need only the parts of the configuration they read (the
+/// receipts database; where the gateway listens), not the callers' keys: with one unset they get
+/// past the configuration to their own work (no database yet; no gateway running) instead of
+/// refusing to load it.
+#[test]
+fn receipts_and_approvals_need_no_callers_keys() {
+    let config = format!(
+        "callers:\n  - name: ci-bot\n    api_key_env: {CALLER_KEY}\n    tools: [\"*\"]\nreceipts:\n  path: data/receipts.db\nlisten: 127.0.0.1:1\n"
+    );
+    let setup = Setup::new(&config, &[]);
+    let receipts = run_with(&setup, "receipts", &["--json"], &[]);
+    assert_eq!(receipts.status.code(), Some(1), "{receipts:?}");
+    assert!(
+        stderr(&receipts).contains("no receipts database"),
+        "{receipts:?}"
+    );
+    let approvals = run_with(
+        &setup,
+        "approvals",
+        &["list"],
+        &[("NARROWGATE_API_KEY", "an-approvers-key")],
+    );
+    assert_eq!(approvals.status.code(), Some(1), "{approvals:?}");
+    assert!(
+        stderr(&approvals).contains("cannot reach the gateway at http://127.0.0.1:1"),
+        "{approvals:?}"
+    );
+}
