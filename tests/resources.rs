@@ -4,6 +4,8 @@
 //! completions are checked; reads and gets leave receipts.
 
 mod common;
+#[path = "resources/complete_results.rs"]
+mod complete_results;
 #[path = "resources/listen.rs"]
 mod listen;
 #[path = "resources/updates.rs"]

@@ -13,6 +13,7 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
     SubscriptionFilter, Tool,
 };
+use rmcp::model::{GetPromptResult, ReadResourceResult, ResultType};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
@@ -237,6 +238,7 @@ impl ServerHandler for McpHandler {
             admitted.gateway.list_resources(caller_of(admitted)?).await
         })
         .await
+        .map(Completed::completed)
     }
 
     async fn list_resource_templates(
@@ -256,6 +258,7 @@ impl ServerHandler for McpHandler {
             },
         )
         .await
+        .map(Completed::completed)
     }
 
     async fn read_resource(
@@ -283,7 +286,7 @@ impl ServerHandler for McpHandler {
             },
         )
         .await
-        .map(Into::into)
+        .map(|result| result.completed().into())
     }
 
     #[allow(deprecated)] // clients before 2026-07-28 subscribe this way
@@ -339,6 +342,7 @@ impl ServerHandler for McpHandler {
             admitted.gateway.list_prompts(caller_of(admitted)?)
         })
         .await
+        .map(Completed::completed)
     }
 
     async fn get_prompt(
@@ -365,7 +369,7 @@ impl ServerHandler for McpHandler {
             },
         )
         .await
-        .map(Into::into)
+        .map(|result| result.completed().into())
     }
 
     async fn complete(
@@ -381,6 +385,7 @@ impl ServerHandler for McpHandler {
                 .await
         })
         .await
+        .map(Completed::completed)
     }
 
     async fn call_tool(
@@ -487,3 +492,30 @@ fn declare_capabilities(gateway: &Gateway, capabilities: &mut ServerCapabilities
         capabilities.completions = Some(Default::default());
     }
 }
+
+/// 2026-07-28 requires `resultType` on every result. What the gateway builds from JSON or
+/// relays from an upstream on an older revision has none; rmcp adds only the caching hints, and
+/// removes `resultType` again for clients on older revisions.
+trait Completed {
+    fn completed(self) -> Self;
+}
+
+macro_rules! completed {
+    ($($result:ty),*) => {$(
+        impl Completed for $result {
+            fn completed(mut self) -> Self {
+                self.result_type.get_or_insert(ResultType::COMPLETE);
+                self
+            }
+        }
+    )*};
+}
+
+completed!(
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListPromptsResult,
+    ReadResourceResult,
+    GetPromptResult,
+    CompleteResult
+);

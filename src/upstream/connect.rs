@@ -39,6 +39,16 @@ pub struct UpstreamClient {
 }
 
 impl UpstreamClient {
+    /// Another handler for the same upstream (a connection made again).
+    fn copy(&self) -> UpstreamClient {
+        UpstreamClient {
+            tools_changed: self.tools_changed.clone(),
+            upstream: self.upstream.clone(),
+            progress: self.progress.clone(),
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
     /// The relay of the call a request rmcp received belongs to (`inflight`): the call whose
     /// answer stream it came on, none if it came on a stream tied to no call, and the only call
     /// in flight when the transport cannot tell (stdio).
@@ -261,41 +271,75 @@ pub async fn connect(
                     .map_err(|_| ConnectError::Header(k.clone()))?;
                 custom.insert(name, value);
             }
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(custom)
-                .reinit_on_expired_session(true)
-                .max_concurrent_requests(256);
-            // rmcp's default client keeps no idle connection: one TCP connection per call.
-            let http = reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .pool_max_idle_per_host(256)
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-            let parsed = reqwest::Url::parse(url).map_err(|_| ConnectError::Url(url.clone()))?;
-            let client = TappedClient {
-                http,
-                tap: Arc::new(SessionTap::default()),
+            let again = handler.copy();
+            let connected = connect_http(name, url, custom.clone(), handler, lifecycle()).await?;
+            let peer = connected.connection.peer();
+            let Some(modern) = peer
+                .peer_info()
+                .filter(|info| !info.protocol_version.has_initialize())
+                .map(|info| info.capabilities.clone())
+            else {
+                return Ok(connected);
             };
-            let forwarder = Forwarder::new(
-                name,
-                parsed,
-                &client,
-                handler.tools_changed.clone(),
-                handler.progress.clone(),
-            )
-            .identified_as(&handler.get_info());
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let connection = handler
-                .serve_with_lifecycle(transport, lifecycle())
-                .await
-                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
-            Ok(Connected {
-                connection,
-                forwarder: Some(forwarder),
-            })
+            // An upstream that serves less on 2026-07-28 than in a session is spoken to in a
+            // session (`revision`).
+            let Some(session) = super::revision::session_capabilities(url, custom.clone()).await
+            else {
+                return Ok(connected);
+            };
+            let missing = super::revision::missing_on_modern(&modern, &session);
+            if missing.is_empty() {
+                return Ok(connected);
+            }
+            tracing::info!(upstream = %name, missing = %missing.join(", "), "the upstream declares less on 2026-07-28 than in a 2025-11-25 session: spoken to in a session");
+            let _ = connected.connection.cancel().await;
+            connect_http(name, url, custom, again, ClientLifecycleMode::Initialize).await
         }
     }
+}
+
+/// Connects to the Streamable HTTP upstream at `url` with `lifecycle`, with the [`Forwarder`]
+/// for its calls.
+async fn connect_http(
+    name: &str,
+    url: &str,
+    custom: HashMap<http::HeaderName, http::HeaderValue>,
+    handler: UpstreamClient,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Connected, ConnectError> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom)
+        .reinit_on_expired_session(true)
+        .max_concurrent_requests(256);
+    // rmcp's default client keeps no idle connection: one TCP connection per call.
+    let http = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(256)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+    let parsed = reqwest::Url::parse(url).map_err(|_| ConnectError::Url(url.to_string()))?;
+    let client = TappedClient {
+        http,
+        tap: Arc::new(SessionTap::default()),
+    };
+    let forwarder = Forwarder::new(
+        name,
+        parsed,
+        &client,
+        handler.tools_changed.clone(),
+        handler.progress.clone(),
+    )
+    .identified_as(&handler.get_info());
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let connection = handler
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
+    Ok(Connected {
+        connection,
+        forwarder: Some(forwarder),
+    })
 }
 
 /// How every connection opens, stdio or HTTP: 2026-07-28 when the upstream offers it (tools it

@@ -17,6 +17,7 @@ mod once;
 #[cfg(test)]
 mod raw_server;
 pub mod relay;
+mod revision;
 mod sse;
 mod stderr;
 mod tap;

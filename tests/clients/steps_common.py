@@ -13,6 +13,15 @@ STEPS_JSON  a JSON array of steps:
             {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
                                                                   "content_blocks": [...], "structured_content",
                                                                   "meta"}
+            {"op": "resources"} | {"op": "templates"} | {"op": "prompts"}
+                                                             -> the SDK's list result (all pages' items
+                                                                under "items", the first page as "page")
+            {"op": "read", "uri": "..."}                     -> {"result": the SDK's ReadResourceResult}
+            {"op": "prompt", "name": "...", "arguments": {...}} -> {"result": its GetPromptResult}
+            {"op": "complete", "ref": {"type": "ref/prompt", "name": ...} | {"type": "ref/resource",
+             "uri": ...}, "argument": {"name", "value"}}  -> {"result": its CompleteResult}
+            Each result is the SDK's own parsed model (so what it refuses to parse is an exception), dumped
+            with the wire's field names.
             A step whose request the SDK rejects with a JSON-RPC error records {"error": {"code", "message"[, "data"]}};
             any other exception (e.g. the SDK's own output-schema check) records {"exception": {"type", "message"}}.
 
@@ -25,6 +34,7 @@ Prints one JSON object on stdout and exits 0:
 Exits 2 on bad arguments. Per-step timeout: $PY_CLIENT_TIMEOUT seconds (default 30).
 """
 
+import inspect
 import json
 import logging
 import os
@@ -96,11 +106,55 @@ async def call_tool(session, name, arguments):
     }
 
 
+async def fresh(method, **kwargs):
+    """`method` called so that it reaches the wire: SDKs that cache list results (2.x) are told to refresh."""
+    if "cache_mode" in inspect.signature(method).parameters:
+        kwargs["cache_mode"] = "refresh"
+    return await method(**kwargs)
+
+
+LISTS = {
+    "resources": ("list_resources", "resources"),
+    "templates": ("list_resource_templates", "resourceTemplates"),
+    "prompts": ("list_prompts", "prompts"),
+}
+
+
+async def list_all(session, op):
+    name, key = LISTS[op]
+    method = getattr(session, name)
+    items, cursor, first = [], None, None
+    while True:
+        page = dump(await fresh(method, cursor=cursor))
+        first = first or page
+        items += page.get(key, [])
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return {"items": items, "page": first}
+
+
+async def other_step(session, step):
+    import mcp.types as types
+
+    op = step["op"]
+    if op in LISTS:
+        return await list_all(session, op)
+    if op == "read":
+        return {"result": dump(await session.read_resource(step["uri"]))}
+    if op == "prompt":
+        return {"result": dump(await session.get_prompt(step["name"], step.get("arguments")))}
+    ref = step["ref"]
+    ref = types.PromptReference(**ref) if ref["type"] == "ref/prompt" else types.ResourceTemplateReference(**ref)
+    return {"result": dump(await session.complete(ref=ref, argument=step["argument"]))}
+
+
 async def run_step(sdk, session, step):
     try:
         with anyio.fail_after(TIMEOUT):
             if step["op"] == "list":
                 return await list_tools(sdk, session)
+            if step["op"] != "call":
+                return await other_step(session, step)
             return await call_tool(session, step["name"], step.get("arguments"))
     except Exception as exc:  # recorded, the next step still runs
         return describe(sdk, exc)
@@ -160,8 +214,10 @@ def main(script, sdk):
     if not isinstance(steps, list):
         usage("STEPS_JSON must be a JSON array")
     for s in steps:
-        if not (isinstance(s, dict) and (s.get("op") == "list" or (s.get("op") == "call" and isinstance(s.get("name"), str)))):
-            usage(f"bad step {s!r}: want {{\"op\":\"list\"}} or {{\"op\":\"call\",\"name\":...,\"arguments\":{{...}}}}")
+        ops = ("list", "resources", "templates", "prompts", "read", "prompt", "complete")
+        named = isinstance(s, dict) and s.get("op") == "call" and isinstance(s.get("name"), str)
+        if not (named or (isinstance(s, dict) and s.get("op") in ops)):
+            usage(f"bad step {s!r}: want {{\"op\":\"list\"}}, {{\"op\":\"call\",\"name\":...}} or an op of {ops}")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     # SDK deprecation notices (e.g. streamablehttp_client in mcp 1.30) would only clutter the test's stderr.
     warnings.simplefilter("ignore")

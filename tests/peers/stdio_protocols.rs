@@ -71,3 +71,45 @@ async fn stdio_servers_are_spoken_to_in_the_protocol_they_offer() {
     assert_eq!(answer["timezone"], "UTC", "{answer}");
     assert!(answer["datetime"].is_string(), "{answer}");
 }
+
+/// Proves the gateway is quiet in front of a server that is well: `mcp-server-time` (Python SDK
+/// 2.x, on 2026-07-28) declares no list changes and no resource subscriptions, so the gateway
+/// opens no `subscriptions/listen` stream to it and logs no warning about one, however long it
+/// runs. Fails when the stream is asked for regardless: the server refuses it, and the gateway
+/// warned at each retry (every 30 s once the back-off is at its longest; 4 times in the first
+/// 5 s).
+#[tokio::test]
+async fn no_listen_stream_is_asked_of_a_server_that_declared_nothing_to_listen_to() {
+    let config = format!(
+        "upstreams:\n  time:\n    command: {}\n    args: [--local-timezone, UTC]\n{}",
+        mcp_server_time().display(),
+        callers(&[])
+    );
+    let contract = "upstream: time\ntools:\n  get_current_time:\n    privilege: read\n    input: \
+         {type: object, properties: {timezone: {type: string, enum: [UTC]}}, required: [timezone], \
+         additionalProperties: false}\n";
+    let gw = Gateway::spawn(
+        &config,
+        &[("time.yaml", contract)],
+        &[("NARROWGATE_LOG", "debug")],
+    );
+    gw.wait_ready(Duration::from_secs(60));
+    gw.wait_tools_joined("time", &["get_current_time"]);
+    // Long enough for four retries of a refused stream (250 ms, doubling).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let log = gw.log();
+    assert_eq!(gw.readyz()["upstreams"]["time"]["protocol"], "2026-07-28");
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("subscriptions/listen"))
+        .collect();
+    assert!(
+        warned.is_empty(),
+        "warned about a stream:\n{}",
+        warned.join("\n")
+    );
+    assert!(
+        log.contains("declares no list changes: no subscriptions/listen stream"),
+        "the gateway did not say (at debug) why it opened no stream:\n{log}"
+    );
+}

@@ -88,6 +88,11 @@ pub struct DemoUpstream {
     /// Answers `server/discover` as a legacy server would, so clients use `initialize`
     /// (`--legacy`).
     legacy: bool,
+    /// Declares on 2026-07-28 (`server/discover`) only what the conformance suite's reference
+    /// server declares there: tools and prompts with list changes, resources without
+    /// subscriptions or list changes, no completions and no logging; sessions (`initialize`)
+    /// still get everything (`--modern-declares-less`).
+    modern_declares_less: bool,
 }
 
 /// The tool offered only to 2026-07-28 clients with `--modern-only-tool`.
@@ -122,6 +127,7 @@ impl DemoUpstream {
             sessions: None,
             modern_only_tool: false,
             legacy: false,
+            modern_declares_less: false,
         }
     }
 
@@ -134,6 +140,13 @@ impl DemoUpstream {
     /// The same handler, refusing `server/discover` as a legacy server does (`true`).
     pub fn legacy(mut self, on: bool) -> Self {
         self.legacy = on;
+        self
+    }
+
+    /// The same handler, declaring less on 2026-07-28 than in sessions (`true`), as the
+    /// conformance suite's reference server does.
+    pub fn modern_declares_less(mut self, on: bool) -> Self {
+        self.modern_declares_less = on;
         self
     }
 
@@ -155,6 +168,7 @@ impl DemoUpstream {
             sessions: self.sessions.clone(),
             modern_only_tool: self.modern_only_tool,
             legacy: self.legacy,
+            modern_declares_less: self.modern_declares_less,
         }
     }
 
@@ -312,9 +326,18 @@ impl ServerHandler for DemoUpstream {
                 None,
             ));
         }
+        let mut info = self.get_info();
+        if self.modern_declares_less {
+            info.capabilities = serde_json::from_value(serde_json::json!({
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": {}
+            }))
+            .unwrap_or_default();
+        }
         Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            self.get_info(),
+            info,
         ))
     }
 

@@ -9,7 +9,7 @@
 //! ```text
 //! demo-upstream stdio [--legacy]
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
-//!                    [--modern-only-tool] [--legacy]
+//!                    [--modern-only-tool] [--legacy] [--modern-declares-less] [--listen-ndjson]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
@@ -24,6 +24,7 @@ mod catalog;
 mod conformance;
 mod content;
 mod handler;
+mod ndjson_listen;
 mod reconnect;
 mod relay;
 mod subscriptions;
@@ -86,6 +87,15 @@ enum Transport {
         /// then open a session with `initialize`.
         #[arg(long)]
         legacy: bool,
+        /// Declare on 2026-07-28 only what the conformance suite's reference server declares
+        /// there (no resource subscriptions, no completions, no logging); sessions still get
+        /// every capability.
+        #[arg(long)]
+        modern_declares_less: bool,
+        /// Answer `subscriptions/listen` as the conformance suite's reference server does:
+        /// newline-delimited JSON (not SSE), acknowledging only list changes.
+        #[arg(long)]
+        listen_ndjson: bool,
     },
 }
 
@@ -112,11 +122,19 @@ fn main() -> ExitCode {
                 session_idle_ms,
                 modern_only_tool,
                 legacy,
+                modern_declares_less,
+                listen_ndjson,
             } => {
                 let handler = DemoUpstream::new()
                     .with_modern_only_tool(modern_only_tool)
-                    .legacy(legacy);
-                serve_http(handler, &host, port, stateless, session_idle_ms).await
+                    .legacy(legacy)
+                    .modern_declares_less(modern_declares_less);
+                let modes = Modes {
+                    stateless,
+                    session_idle_ms,
+                    listen_ndjson,
+                };
+                serve_http(handler, &host, port, modes).await
             }
         }
     });
@@ -148,13 +166,24 @@ async fn serve_stdio(handler: DemoUpstream) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// How the HTTP server answers, besides the handler.
+struct Modes {
+    stateless: bool,
+    session_idle_ms: Option<u64>,
+    listen_ndjson: bool,
+}
+
 async fn serve_http(
     handler: DemoUpstream,
     host: &str,
     port: u16,
-    stateless: bool,
-    session_idle_ms: Option<u64>,
+    modes: Modes,
 ) -> Result<(), BoxError> {
+    let Modes {
+        stateless,
+        session_idle_ms,
+        listen_ndjson,
+    } = modes;
     let shutdown = CancellationToken::new();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
@@ -173,7 +202,10 @@ async fn serve_http(
     let sessions = Arc::new(Sessions::new(local));
     let handler = handler.with_sessions(Arc::clone(&sessions));
     let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let mut app = axum::Router::new().nest_service("/mcp", service);
+    if listen_ndjson {
+        app = app.layer(axum::middleware::from_fn(ndjson_listen::answer));
+    }
 
     let listener = tokio::net::TcpListener::bind((host, port))
         .await
