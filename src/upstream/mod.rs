@@ -12,6 +12,7 @@ mod forward;
 mod h1;
 mod inflight;
 mod listen;
+mod listen_post;
 mod mrtr;
 mod once;
 #[cfg(test)]
