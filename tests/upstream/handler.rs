@@ -90,8 +90,10 @@ pub struct DemoUpstream {
     legacy: bool,
     /// Declares on 2026-07-28 (`server/discover`) only what the conformance suite's reference
     /// server declares there: tools and prompts with list changes, resources without
-    /// subscriptions or list changes, no completions and no logging; sessions (`initialize`)
-    /// still get everything (`--modern-declares-less`).
+    /// subscriptions or list changes, no completions and no logging; and, as there, its
+    /// sampling and elicitation tools cannot ask the client on that revision (they answer that
+    /// the request was refused, -32601). Sessions (`initialize`) still get everything
+    /// (`--modern-declares-less`).
     modern_declares_less: bool,
 }
 
@@ -143,8 +145,14 @@ impl DemoUpstream {
         self
     }
 
+    /// Whether this call came on 2026-07-28 to a handler that serves less there
+    /// (`--modern-declares-less`).
+    pub fn modern_declares_less_now(&self, context: &RequestContext<RoleServer>) -> bool {
+        self.modern_declares_less && is_modern(context)
+    }
+
     /// The same handler, declaring less on 2026-07-28 than in sessions (`true`), as the
-    /// conformance suite's reference server does.
+    /// conformance suite's reference server does: there its tools cannot ask the client.
     pub fn modern_declares_less(mut self, on: bool) -> Self {
         self.modern_declares_less = on;
         self

@@ -88,8 +88,8 @@ enum Transport {
         #[arg(long)]
         legacy: bool,
         /// Declare on 2026-07-28 only what the conformance suite's reference server declares
-        /// there (no resource subscriptions, no completions, no logging); sessions still get
-        /// every capability.
+        /// there (no resource subscriptions, no completions, no logging), and, as there, let
+        /// no tool ask the client on that revision; sessions still get everything.
         #[arg(long)]
         modern_declares_less: bool,
         /// Answer `subscriptions/listen` as the conformance suite's reference server does:
