@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::peers::{mcp_server_time, node_bin};
+use crate::common::peers::{PyClient, mcp_server_time, node_bin};
 use crate::common::{self, Gateway, KEY, callers};
 
 /// rmcp's client waits this long for an unanswered `server/discover` before it falls back to
@@ -111,5 +111,93 @@ async fn no_listen_stream_is_asked_of_a_server_that_declared_nothing_to_listen_t
     assert!(
         log.contains("declares no list changes: no subscriptions/listen stream"),
         "the gateway did not say (at debug) why it opened no stream:\n{log}"
+    );
+}
+
+/// What `narrowgate init` scaffolds for `server-everything`'s resources and prompts, in part.
+const EVERYTHING_OFFER: &str = r#"upstream: everything
+resources:
+  - uri: "demo://resource/static/document/architecture.md"
+    mime_types: ["text/markdown"]
+  - uri_template: "demo://resource/dynamic/text/{resourceId}"
+    variables:
+      resourceId: { pattern: "^[0-9]{1,3}$" }
+    mime_types: ["text/plain"]
+prompts:
+  "args-prompt":
+    arguments:
+      "city": { required: true }
+      "state": { required: false }
+  "completable-prompt":
+    arguments:
+      "department": { required: true }
+      "name": { required: true }
+"#;
+
+/// Proves: in front of a real server that speaks 2025-11-25 (`server-everything` over stdio,
+/// whose answers carry no `resultType`), the Python SDK 2.x client on 2026-07-28 accepts every
+/// answer the gateway gives to resources/list, resources/templates/list, resources/read,
+/// prompts/list, prompts/get and completion/complete, each with `resultType: complete` (and the
+/// caching hints on lists and reads), and with the server's contents. Fails without the gateway
+/// completing its results (the SDK raised a ValidationError: `resultType` field required).
+#[test]
+fn every_result_is_complete_in_front_of_server_everything() {
+    let config = format!(
+        "upstreams:\n  everything:\n    command: {}\n    args: [stdio]\n{}",
+        node_bin("mcp-server-everything").display(),
+        callers(&[])
+    )
+    .replace(
+        "tools: ['*']",
+        "tools: ['*']\n    resources: ['*']\n    prompts: ['*']",
+    );
+    let gw = Gateway::start(&config, &[("everything.yaml", EVERYTHING_OFFER)]);
+    let steps = json!([
+        {"op": "resources"},
+        {"op": "templates"},
+        {"op": "read", "uri": "demo://resource/static/document/architecture.md"},
+        {"op": "read", "uri": "demo://resource/dynamic/text/7"},
+        {"op": "prompts"},
+        {"op": "prompt", "name": "args-prompt", "arguments": {"city": "Paris"}},
+        {"op": "complete", "ref": {"type": "ref/prompt", "name": "completable-prompt"},
+         "argument": {"name": "department", "value": "E"}},
+    ]);
+    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
+    assert_eq!(out["protocol_version"], "2026-07-28", "{out}");
+    let results = out["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 7, "{out}");
+    for (step, result) in steps.as_array().into_iter().flatten().zip(&results) {
+        let Some(answer) = result.get("page").or_else(|| result.get("result")) else {
+            panic!(
+                "{step}: the SDK did not accept the answer: {result}\n{}",
+                gw.log()
+            );
+        };
+        assert_eq!(answer["resultType"], "complete", "{step}: {answer}");
+        if step["op"] != "prompt" && step["op"] != "complete" {
+            assert!(answer["ttlMs"].is_u64(), "{step}: no ttlMs: {answer}");
+            assert!(
+                answer["cacheScope"].is_string(),
+                "{step}: no cacheScope: {answer}"
+            );
+        }
+    }
+    let read = &results[2]["result"]["contents"][0];
+    assert_eq!(read["mimeType"], "text/markdown", "{read}");
+    assert!(
+        read["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{read}"
+    );
+    assert_eq!(
+        results[0]["items"][0]["uri"],
+        "demo://resource/static/document/architecture.md"
+    );
+    let text = results[5]["result"]["messages"][0]["content"]["text"].as_str();
+    assert!(text.is_some_and(|t| t.contains("Paris")), "{}", results[5]);
+    let values = &results[6]["result"]["completion"]["values"];
+    assert!(
+        values.as_array().is_some_and(|v| !v.is_empty()),
+        "{}",
+        results[6]
     );
 }
