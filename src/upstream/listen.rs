@@ -147,6 +147,19 @@ async fn listen(
             }
             Ok(mut subscription) => {
                 tracing::debug!(%upstream, "subscriptions/listen stream open");
+                // Resource URIs asked for and not acknowledged get no updates: said once, as
+                // the client's subscription holds all the same.
+                let unacknowledged = filter.resource_subscriptions.as_ref().is_some_and(|asked| {
+                    !asked.is_empty()
+                        && subscription
+                            .acknowledged()
+                            .resource_subscriptions
+                            .as_ref()
+                            .is_none_or(|acked| acked.is_empty())
+                });
+                if unacknowledged && !opened_before {
+                    tracing::info!(%upstream, "the upstream acknowledged a subscriptions/listen stream without its resource subscriptions: updates of those resources are not heard");
+                }
                 if let Some(opened) = opened.take() {
                     let _ = opened.send(Ok(()));
                 }
