@@ -215,6 +215,16 @@ fn no_scenario_fails_only_through_the_gateway_to_an_upstream_whose_listen_is_ndj
     assert_no_scenario_fails_only_through_the_gateway("--listen-ndjson");
 }
 
+/// Proves the same in front of an upstream that on 2026-07-28 asks the client with requests on
+/// the call's own answer stream, as a session would (`--asks-on-stream`): the gateway relays
+/// them to the calling client and posts the answers back. (It did so before this mode existed:
+/// this guards the relay, and shows the reference server's sampling and elicitation failures
+/// were not the gateway refusing such requests.)
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_asks_on_the_call_stream() {
+    assert_no_scenario_fails_only_through_the_gateway("--asks-on-stream");
+}
+
 /// Proves the same in front of the demo upstream with every way of the reference server at
 /// once (`--modern-declares-less --listen-ndjson`).
 #[test]

@@ -416,7 +416,7 @@ async fn elicit(
     .into())
 }
 
-fn elicitation_form(message: &str) -> Value {
+pub fn elicitation_form(message: &str) -> Value {
     json!({
         "mode": "form",
         "message": message,
@@ -432,7 +432,7 @@ fn elicitation_form(message: &str) -> Value {
 }
 
 /// SEP-1034: a default for each primitive type.
-fn defaults_form() -> Value {
+pub fn defaults_form() -> Value {
     json!({
         "mode": "form",
         "message": "Please review and update the form fields with defaults",
@@ -456,7 +456,7 @@ fn defaults_form() -> Value {
 
 /// SEP-1330: untitled and titled single-select, the legacy `enumNames` form, and untitled and
 /// titled multi-select.
-fn enums_form() -> Value {
+pub fn enums_form() -> Value {
     json!({
         "mode": "form",
         "message": "Please pick from each kind of list",

@@ -10,6 +10,7 @@
 //! demo-upstream stdio [--legacy]
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
 //!                    [--modern-only-tool] [--legacy] [--modern-declares-less] [--listen-ndjson]
+//!                    [--asks-on-stream]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
@@ -20,6 +21,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod ask;
+mod asks_on_stream;
 mod catalog;
 mod conformance;
 mod content;
@@ -96,6 +98,10 @@ enum Transport {
         /// newline-delimited JSON (not SSE), acknowledging only list changes.
         #[arg(long)]
         listen_ndjson: bool,
+        /// On 2026-07-28, ask the client (sampling, elicitation) with a request on the call's
+        /// own answer stream, as a session would, instead of a multi round-trip request.
+        #[arg(long)]
+        asks_on_stream: bool,
     },
 }
 
@@ -124,6 +130,7 @@ fn main() -> ExitCode {
                 legacy,
                 modern_declares_less,
                 listen_ndjson,
+                asks_on_stream,
             } => {
                 let handler = DemoUpstream::new()
                     .with_modern_only_tool(modern_only_tool)
@@ -133,6 +140,7 @@ fn main() -> ExitCode {
                     stateless,
                     session_idle_ms,
                     listen_ndjson,
+                    asks_on_stream,
                 };
                 serve_http(handler, &host, port, modes).await
             }
@@ -171,6 +179,7 @@ struct Modes {
     stateless: bool,
     session_idle_ms: Option<u64>,
     listen_ndjson: bool,
+    asks_on_stream: bool,
 }
 
 async fn serve_http(
@@ -183,6 +192,7 @@ async fn serve_http(
         stateless,
         session_idle_ms,
         listen_ndjson,
+        asks_on_stream,
     } = modes;
     let shutdown = CancellationToken::new();
     let mut config =
@@ -205,6 +215,12 @@ async fn serve_http(
     let mut app = axum::Router::new().nest_service("/mcp", service);
     if listen_ndjson {
         app = app.layer(axum::middleware::from_fn(ndjson_listen::answer));
+    }
+    if asks_on_stream {
+        let asked = asks_on_stream::Asked::default();
+        app = app.layer(axum::middleware::from_fn(move |request, next| {
+            asks_on_stream::answer(asked.clone(), request, next)
+        }));
     }
 
     let listener = tokio::net::TcpListener::bind((host, port))
