@@ -225,6 +225,17 @@ fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_asks_on_the_ca
     assert_no_scenario_fails_only_through_the_gateway("--asks-on-stream");
 }
 
+/// Proves the same in front of a 2025-11-25 upstream that asks the client on the session's
+/// standalone stream (`GET`), not on the call's answer stream (`--legacy
+/// --asks-on-standalone`), as the suite's reference server at 0.1.16 does: such a request is
+/// the call's when it is the only call in flight. Fails when the gateway refuses every request
+/// from that stream (it did, -32601: tools-call-sampling, tools-call-elicitation,
+/// elicitation-sep1034-defaults and elicitation-sep1330-enums failed only through it).
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_asks_on_its_standalone_stream() {
+    assert_no_scenario_fails_only_through_the_gateway("--legacy --asks-on-standalone");
+}
+
 /// Proves the same in front of the demo upstream with every way of the reference server at
 /// once (`--modern-declares-less --listen-ndjson`).
 #[test]

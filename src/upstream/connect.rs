@@ -50,8 +50,9 @@ impl UpstreamClient {
     }
 
     /// The relay of the call a request rmcp received belongs to (`inflight`): the call whose
-    /// answer stream it came on, none if it came on a stream tied to no call, and the only call
-    /// in flight when the transport cannot tell (stdio).
+    /// answer stream it came on; when it came on a stream tied to no call (an HTTP upstream's
+    /// standalone stream, where servers at the 2025 revisions may send a call's requests) or
+    /// the transport cannot tell (stdio), the only call in flight.
     async fn relay_of(
         &self,
         context: &rmcp::service::RequestContext<RoleClient>,
@@ -63,8 +64,9 @@ impl UpstreamClient {
             Some(rmcp::service::InboundStreamOrigin::OutboundRequest(id)) => {
                 self.in_flight.of_request(id).await
             }
-            Some(rmcp::service::InboundStreamOrigin::Unassociated) => None,
-            None => self.in_flight.only_one(),
+            Some(rmcp::service::InboundStreamOrigin::Unassociated) | None => {
+                self.in_flight.only_one()
+            }
         }
     }
 

@@ -10,7 +10,7 @@
 //! demo-upstream stdio [--legacy]
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
 //!                    [--modern-only-tool] [--legacy] [--modern-declares-less] [--listen-ndjson]
-//!                    [--asks-on-stream]
+//!                    [--asks-on-stream] [--asks-on-standalone]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
@@ -102,6 +102,10 @@ enum Transport {
         /// own answer stream, as a session would, instead of a multi round-trip request.
         #[arg(long)]
         asks_on_stream: bool,
+        /// In a session, ask the client on the session's standalone stream (`GET`) rather
+        /// than on the call's own answer stream.
+        #[arg(long)]
+        asks_on_standalone: bool,
     },
 }
 
@@ -131,7 +135,9 @@ fn main() -> ExitCode {
                 modern_declares_less,
                 listen_ndjson,
                 asks_on_stream,
+                asks_on_standalone,
             } => {
+                ask::ON_STANDALONE.store(asks_on_standalone, std::sync::atomic::Ordering::Relaxed);
                 let handler = DemoUpstream::new()
                     .with_modern_only_tool(modern_only_tool)
                     .legacy(legacy)
