@@ -52,7 +52,7 @@ while [[ $# -gt 0 ]]; do
         --keep) keep=true ;;
         --demo-flags) demo_flags=${2?--demo-flags needs the flags}; shift ;;
         --upstream) upstream_url=${2:?--upstream needs a URL}; shift ;;
-        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) fail "unknown argument '$1' (see --help)" ;;
     esac
     shift
