@@ -14,23 +14,23 @@ use super::redis::free_port;
 use super::wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async};
 
 /// A running gateway process, killed on drop. Its log is kept in its temporary folder.
-pub struct Gateway {
+pub struct Version {
     child: Child,
     pub base: String,
     pub url: String,
     pub dir: tempfile::TempDir,
 }
 
-impl Gateway {
+impl Version {
     /// Writes `config` (YAML without `listen`/`contracts`) and `contracts` (file name, YAML) and
     /// starts `narrowgate serve` on a free port, waiting until `/readyz` answers 200.
     ///
     /// The port is free when chosen but may be taken before the gateway binds it (tests run in
     /// parallel): a gateway that exits saying so is started again on another port, twice at
     /// most. One that exits for any other reason fails the test at once, with its log.
-    pub fn start(config: &str, contracts: &[(&str, &str)]) -> Gateway {
+    pub fn start(config: &str, contracts: &[(&str, &str)]) -> Version {
         for _ in 0..3 {
-            let mut gateway = Gateway::spawn(config, contracts, &[]);
+            let mut gateway = Version::spawn(config, contracts, &[]);
             if gateway.ready_unless_exited(Duration::from_secs(60)) {
                 return gateway;
             }
@@ -65,7 +65,7 @@ impl Gateway {
     }
 
     /// Like [`start`](Self::start) without waiting, with extra environment variables.
-    pub fn spawn(config: &str, contracts: &[(&str, &str)], env: &[(&str, &str)]) -> Gateway {
+    pub fn spawn(config: &str, contracts: &[(&str, &str)], env: &[(&str, &str)]) -> Version {
         let ConfigDir { dir } = ConfigDir::new(config, contracts);
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("gateway.log")).expect("log file");
@@ -80,7 +80,7 @@ impl Gateway {
             .spawn()
             .expect("start narrowgate");
         let base = format!("http://127.0.0.1:{port}");
-        Gateway {
+        Version {
             child,
             url: format!("{base}/mcp"),
             base,
@@ -204,7 +204,7 @@ impl Gateway {
     }
 }
 
-impl Drop for Gateway {
+impl Drop for Version {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
