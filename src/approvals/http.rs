@@ -37,7 +37,7 @@ pub async fn list(State(live): State<Arc<Live>>, headers: HeaderMap) -> Response
     if let Err(refusal) = approver(&gateway, &headers).await {
         return refusal;
     }
-    match gateway.approvals.list().await {
+    match gateway.kept.approvals.list().await {
         Ok(listed) => Json(listed).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
@@ -67,6 +67,7 @@ pub async fn decide(
         }
     };
     let decided = gateway
+        .kept
         .approvals
         .decide(&id, &approver.name, decision.decision, decision.reason)
         .await;

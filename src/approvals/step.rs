@@ -162,7 +162,7 @@ impl Version {
                     named_id: reach.approval_id.as_deref(),
                     client_gone: reach.client_gone.as_ref(),
                 };
-                match self.approvals.wait(request).await {
+                match self.kept.approvals.wait(request).await {
                     Verdict::Approved { record, reason } => Ok(Granted { record, reason }),
                     Verdict::Refused {
                         record,
@@ -351,7 +351,7 @@ impl Version {
             contract_digest: contract.digest.clone(),
             arguments_digest: sha256_of(arguments),
         };
-        let questions = &self.approvals.questions;
+        let questions = &self.kept.approvals.questions;
         if let Some(state) = &mrtr.request_state {
             let asked_for = match questions.take(state).await {
                 Ok(asked_for) => asked_for,

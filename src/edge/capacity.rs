@@ -173,7 +173,7 @@ pub async fn limit_sessions_and_streams(
     let in_session = request.headers().contains_key("mcp-session-id");
     if !in_session && admitted.body.as_ref().is_some_and(opens_session) {
         capacity
-            .room_for_session(&caller.name, limits, &admitted.gateway.shared_sessions)
+            .room_for_session(&caller.name, limits, &admitted.gateway.kept.shared_sessions)
             .await?;
     }
     let opens_stream = request.method() == Method::GET

@@ -19,6 +19,7 @@ use crate::upstream::Status;
 pub async fn metrics(State(live): State<Arc<Live>>) -> Response {
     let gateway = live.current();
     let upstreams: Vec<UpstreamHealth> = gateway
+        .kept
         .upstreams
         .iter()
         .map(|(name, u)| {
@@ -58,7 +59,7 @@ pub async fn readyz(State(live): State<Arc<Live>>) -> (StatusCode, Json<Value>) 
 /// The readiness report, also used by `check`.
 pub fn readiness(gateway: &Version) -> Value {
     let mut upstreams = Map::new();
-    for (name, upstream) in &gateway.upstreams {
+    for (name, upstream) in &gateway.kept.upstreams {
         let snapshot = upstream.snapshot();
         let mut entry = serde_json::to_value(&snapshot.status).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut entry {

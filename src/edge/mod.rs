@@ -459,7 +459,7 @@ async fn own_sessions(
     }
     // A session in use keeps its shared record (`state: redis://…`) from lapsing: renewed at
     // most once a minute, off the request's path.
-    let shared = Some(&admitted.gateway.shared_sessions)
+    let shared = Some(&admitted.gateway.kept.shared_sessions)
         .filter(|s| s.is_shared())
         .cloned();
     if let (Some(shared), Some(session)) = (&shared, &presented)

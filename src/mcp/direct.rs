@@ -186,7 +186,7 @@ impl DirectCall {
                 crate::mcp::relay::wants_stream(
                     params.meta.as_ref(),
                     headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
-                    &admitted.gateway.log_levels,
+                    &admitted.gateway.kept.log_levels,
                 )
                 // An upstream's request of a stateless client parks the call (MRTR), which
                 // rmcp's path does.

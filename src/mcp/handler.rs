@@ -394,7 +394,7 @@ impl ServerHandler for McpHandler {
         // The upstream's progress and log messages reach this client, and its cancellation the
         // upstream (`relay::client`).
         let session = session_of(&context);
-        let level = session.and_then(|s| gateway.log_levels.of(s));
+        let level = session.and_then(|s| gateway.kept.log_levels.of(s));
         // A 2026-07-28 stateless call asks its client through MRTR (`relay::parked`).
         let stateless = context
             .protocol_version()
@@ -450,7 +450,7 @@ impl ServerHandler for McpHandler {
         telemetry::serve("logging/setLevel", None, inbound(&context), async || {
             let gateway = &admitted_of(&context.extensions)?.gateway;
             if let Some(session) = session_of(&context) {
-                gateway.log_levels.set(session, request.level);
+                gateway.kept.log_levels.set(session, request.level);
             }
             Ok(())
         })

@@ -100,7 +100,7 @@ impl Version {
         request: GetPromptRequestParams,
     ) -> Result<GetPromptResult, ErrorData> {
         let started = (SystemTime::now(), Instant::now());
-        let _under_way = self.receipts.call_started();
+        let _under_way = self.kept.receipts.call_started();
         let name = request.name.clone();
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let (answer, outcome) = self.get_checked(caller, request).await;

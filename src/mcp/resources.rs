@@ -67,7 +67,8 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, E
 impl Version {
     /// The per-request timeout of `upstream`.
     pub(crate) fn upstream_timeout(&self, upstream: &str) -> Duration {
-        self.upstreams
+        self.kept
+            .upstreams
             .get(upstream)
             .and_then(|u| u.default_timeout)
             .unwrap_or(DEFAULT_TIMEOUT)
@@ -83,6 +84,7 @@ impl Version {
         F: Future<Output = Result<T, ServiceError>>,
     {
         let peer = self
+            .kept
             .upstreams
             .get(upstream)
             .ok_or_else(|| CallError::Unavailable(upstream.to_string()))?
@@ -118,7 +120,7 @@ impl Version {
             trace_id: telemetry::trace_id(),
         };
         telemetry::note_call(&call);
-        let receipt = self.receipts.record(&call).await;
+        let receipt = self.kept.receipts.record(&call).await;
         tracing::info!(caller = %caller.name, target = %name, %outcome,
             receipt = %receipt.as_deref().unwrap_or("-"), "resource or prompt access");
     }
@@ -214,7 +216,7 @@ impl Version {
         request: ReadResourceRequestParams,
     ) -> Result<ReadResourceResult, ErrorData> {
         let started = (SystemTime::now(), Instant::now());
-        let _under_way = self.receipts.call_started();
+        let _under_way = self.kept.receipts.call_started();
         let uri = request.uri.clone();
         let (answer, outcome) = self.read_checked(caller, request).await;
         self.record_access(caller, &uri, &json!({}), outcome, started)
@@ -318,7 +320,7 @@ impl Version {
         }
         let upstream = entry.upstream.clone();
         // `resources/subscribe`, or a `subscriptions/listen` filter on a 2026-07-28 upstream.
-        let asked = match self.upstreams.get(&upstream) {
+        let asked = match self.kept.upstreams.get(&upstream) {
             Some(up) => {
                 self.ask_upstream(&upstream, async |peer| {
                     up.subscribe_resource(&peer, uri).await

@@ -109,11 +109,11 @@ pub(crate) async fn answer_tools_call(
         // none of these nor an approval question (which the approval step checks) was never
         // this gateway's: refused, never run as a new call.
         if let Some(state) = request.request_state.as_deref().filter(|_| stateless) {
-            if gateway.parked.holds(state) {
+            if gateway.kept.parked.holds(state) {
                 let gone = parking.and_then(|p| p.client_gone);
                 // Boxed, like the other rare paths below: every layer above moves this future
                 // whole (`direct`'s test of its size).
-                return Box::pin(gateway.parked.resume(
+                return Box::pin(gateway.kept.parked.resume(
                     state,
                     &binding(),
                     request.input_responses.take(),
@@ -122,7 +122,7 @@ pub(crate) async fn answer_tools_call(
                 .await;
             }
             if let (Some(holders), Some((id, meta, Some(parts)))) =
-                (gateway.parked.holders(), &pass_on)
+                (gateway.kept.parked.holders(), &pass_on)
                 && let Some(holder) = Box::pin(holders.holder(state)).await
             {
                 let mut params = request.clone();
@@ -159,7 +159,7 @@ pub(crate) async fn answer_tools_call(
                 None => Box::pin(call),
             }
         };
-        Box::pin(gateway.parked.run(
+        Box::pin(gateway.kept.parked.run(
             binding,
             call,
             parking.questions,

@@ -75,7 +75,7 @@ impl Version {
         let clock = Instant::now();
         // Counted until answered, so that a receipt waits to share its commit only when other
         // calls are under way.
-        let _under_way = self.receipts.call_started();
+        let _under_way = self.kept.receipts.call_started();
         // The name as the client sent it may be anything: logs and the receipt get it escaped
         // and bounded (a valid name unchanged).
         let tool = crate::policy::names::shown_tool(&request.name).into_owned();
@@ -116,7 +116,7 @@ impl Version {
         telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (docs/semantics.md). A receipt that cannot be
         // written is logged loudly by `record`, and the call is answered all the same.
-        let receipt = self.receipts.record(&call).await;
+        let receipt = self.kept.receipts.record(&call).await;
         tracing::info!(
             caller = %caller.name,
             %tool,
@@ -144,7 +144,7 @@ impl Version {
             trace_id: telemetry::trace_id(),
             approval: None,
         };
-        let _ = self.receipts.record(&call).await;
+        let _ = self.kept.receipts.record(&call).await;
     }
 
     /// The call pipeline. Protocol errors are `Err`; everything a model should read, rejections
@@ -244,7 +244,7 @@ impl Version {
     ) -> Executed {
         let contract = &tool.contract;
         // 2d. The rate limits.
-        if let Err(refusal) = self.limits.admit(caller, contract).await {
+        if let Err(refusal) = self.kept.limits.admit(caller, contract).await {
             return (Ok(refusal.into_result()), Outcome::RateLimited).into();
         }
 
@@ -291,7 +291,7 @@ impl Version {
         let window = dedupe.unwrap_or(idempotency::DEFAULT_WINDOW);
         let longest_run = self.longest_run(contract);
         // Boxed: only keyed calls take this path (see `once`).
-        answered(Box::pin(self.dedupe.run(by_key, window, longest_run, run)).await)
+        answered(Box::pin(self.kept.dedupe.run(by_key, window, longest_run, run)).await)
     }
 
     /// Runs the call at most once per `key` inside `window`: a repeat, or a duplicate in flight,
@@ -312,7 +312,7 @@ impl Version {
         let longest_run = self.longest_run(&tool.contract);
         // Boxed: only `dedupe` tools and keyed calls take this path, and its state (a second
         // upstream call, Redis) would otherwise sit in every call's future.
-        answered(Box::pin(self.dedupe.run(key, window, longest_run, run)).await)
+        answered(Box::pin(self.kept.dedupe.run(key, window, longest_run, run)).await)
     }
 
     /// How long a call can take: a duplicate on another replica waits about that long.
@@ -332,8 +332,10 @@ impl Version {
     ) -> Executed {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
-        let (Some(upstream), Some(_)) = (self.upstreams.get(&contract.upstream), upstream_schemas)
-        else {
+        let (Some(upstream), Some(_)) = (
+            self.kept.upstreams.get(&contract.upstream),
+            upstream_schemas,
+        ) else {
             let unavailable = CallError::Unavailable(contract.upstream.clone());
             return (
                 Ok(tool_error(unavailable.to_string())),
@@ -418,7 +420,8 @@ impl Version {
         contract
             .timeout
             .or_else(|| {
-                self.upstreams
+                self.kept
+                    .upstreams
                     .get(&contract.upstream)
                     .and_then(|u| u.default_timeout)
             })

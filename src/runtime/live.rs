@@ -46,7 +46,7 @@ impl Live {
             supervisors: Mutex::new(HashMap::new()),
             stop,
         });
-        for upstream in gateway.upstreams.values() {
+        for upstream in gateway.kept.upstreams.values() {
             live.supervise(upstream);
         }
         let rebuild = Arc::downgrade(&live);
@@ -92,21 +92,27 @@ impl Live {
         }
         let new = Version::build(config, contracts, Some(&old))
             .map_err(|e| ReloadError(e.to_string()))?;
-        for upstream in new.upstreams.values() {
-            if !old.upstreams.values().any(|o| Arc::ptr_eq(o, upstream)) {
+        for upstream in new.kept.upstreams.values() {
+            if !old
+                .kept
+                .upstreams
+                .values()
+                .any(|o| Arc::ptr_eq(o, upstream))
+            {
                 self.supervise(upstream);
             }
         }
         let retired: Vec<Arc<Upstream>> = old
+            .kept
             .upstreams
             .values()
-            .filter(|o| !new.upstreams.values().any(|n| Arc::ptr_eq(n, o)))
+            .filter(|o| !new.kept.upstreams.values().any(|n| Arc::ptr_eq(n, o)))
             .cloned()
             .collect();
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = new.clone();
         tracing::info!(
             tools = new.contracts.tools.len(),
-            upstreams = new.upstreams.len(),
+            upstreams = new.kept.upstreams.len(),
             "configuration reloaded"
         );
         if !retired.is_empty() {

@@ -4,8 +4,10 @@
 //! [`Live`] holds the version in force and swaps in a new one on reload.
 
 pub mod catalog;
+mod kept;
 pub mod live;
 mod version;
 
+pub use kept::Kept;
 pub use live::Live;
 pub use version::Version;

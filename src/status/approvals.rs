@@ -44,7 +44,7 @@ pub async fn pending(gateway: &Version) -> Pending {
     if gateway.config.approvers.is_empty() {
         return Pending::NotConfigured;
     }
-    match gateway.approvals.list().await {
+    match gateway.kept.approvals.list().await {
         Ok(listed) => Pending::Waiting(
             listed
                 .into_iter()

@@ -192,6 +192,7 @@ fn now_millis() -> i64 {
 /// Each upstream as the catalog last saw it, with the number of tools it listed.
 fn upstreams(gateway: &Version) -> Vec<UpstreamRow> {
     gateway
+        .kept
         .upstreams
         .iter()
         .map(|(name, upstream)| {
