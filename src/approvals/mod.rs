@@ -18,7 +18,6 @@
 //! [`Approvals::wait`], two functions serve whoever shows approvers the queue (the HTTP API, a
 //! status page): [`Approvals::list`] and [`Approvals::decide`].
 
-pub mod http;
 mod memory;
 pub mod questions;
 mod redis;

@@ -28,12 +28,11 @@ use rmcp::service::{ElicitationMode, Peer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::{Binding, Request, Verdict};
+use crate::approvals::{Approvals, Binding, Request, Verdict};
 use crate::contract::digest::sha256_of;
 use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
 use crate::receipts::{ApprovalRecord, redact};
-use crate::runtime::Version;
 use crate::telemetry;
 
 /// The `_meta` key with which a client names the approval it comes back to collect.
@@ -116,7 +115,7 @@ pub struct Granted {
 /// The result of the step: forward, or refuse.
 pub type Approved = Result<Granted, Box<Refused>>;
 
-impl Version {
+impl Approvals {
     /// Asks whoever the contract names to approve this call.
     pub(crate) async fn approve(
         &self,
@@ -162,7 +161,7 @@ impl Version {
                     named_id: reach.approval_id.as_deref(),
                     client_gone: reach.client_gone.as_ref(),
                 };
-                match self.kept.approvals.wait(request).await {
+                match self.wait(request).await {
                     Verdict::Approved { record, reason } => Ok(Granted { record, reason }),
                     Verdict::Refused {
                         record,
@@ -328,7 +327,7 @@ fn approves(action: ElicitationAction, content: Option<&Value>) -> bool {
             .is_none_or(|v| *v == Value::Bool(true))
 }
 
-impl Version {
+impl Approvals {
     /// `approval: user` on a 2026-07-28 stateless request: the first time, the question as an
     /// `InputRequiredResult` (kept in `mrtr`, the call refused meanwhile); sent again with an
     /// answer and the `requestState`, the answer, if the state is one this gateway holds for this
@@ -351,7 +350,7 @@ impl Version {
             contract_digest: contract.digest.clone(),
             arguments_digest: sha256_of(arguments),
         };
-        let questions = &self.kept.approvals.questions;
+        let questions = &self.questions;
         if let Some(state) = &mrtr.request_state {
             let asked_for = match questions.take(state).await {
                 Ok(asked_for) => asked_for,

@@ -24,9 +24,6 @@ use crate::policy::Caller;
 use crate::request::Admitted;
 use crate::request::rejection::Rejection;
 
-/// The Basic challenge: browsers keep the credentials per origin and realm.
-pub const BASIC_CHALLENGE: &str = "Basic realm=\"narrowgate\", charset=\"UTF-8\"";
-
 /// Credentials as presented: the secret, and whether a browser sends them on its own.
 #[derive(Debug, PartialEq, Eq)]
 struct Presented<'a> {

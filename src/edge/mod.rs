@@ -8,6 +8,7 @@
 //! [`Rejection`].
 //! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
 
+pub mod approvals;
 pub mod browser;
 pub mod capacity;
 pub mod connections;
@@ -33,7 +34,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower_layer::Stack;
 
-use crate::approvals::http as approvals_http;
 use crate::edge::request_ids::RequestIds;
 use crate::edge::sessions::SessionOwners;
 use crate::mcp::direct;
@@ -122,8 +122,8 @@ pub fn router(live: Arc<Live>, shutdown: CancellationToken) -> Router {
     // credentials, and an approver's CLI or script sends Bearer as usual.
     let browser_routes = Router::new()
         .route("/status", get(status::page))
-        .route("/approvals", get(approvals_http::list))
-        .route("/approvals/{id}", post(approvals_http::decide))
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/{id}", post(approvals::decide))
         .route_layer(browser_layers)
         .with_state(live.clone());
     let mcp_routes = Router::new()

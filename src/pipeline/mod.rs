@@ -211,7 +211,13 @@ impl Version {
         //     unless approved. Boxed: its future would otherwise sit in every call's future.
         let (approval, approved_because) = match contract.approval {
             Approval::None => (None, None),
-            _ => match Box::pin(self.approve(caller, contract, arguments, reach)).await {
+            _ => match Box::pin(
+                self.kept
+                    .approvals
+                    .approve(caller, contract, arguments, reach),
+            )
+            .await
+            {
                 Ok(granted) => (Some(Box::new(granted.record)), granted.reason),
                 Err(refused) => {
                     return Executed {

@@ -4,6 +4,9 @@
 
 use std::borrow::Cow;
 
+/// The challenge that makes a browser ask for credentials (`edge::browser`).
+pub const BASIC_CHALLENGE: &str = "Basic realm=\"narrowgate\", charset=\"UTF-8\"";
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -154,7 +157,7 @@ impl IntoResponse for Rejection {
                 let headers = response.headers_mut();
                 headers.append(
                     header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static(crate::edge::browser::BASIC_CHALLENGE),
+                    HeaderValue::from_static(BASIC_CHALLENGE),
                 );
                 headers.append(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 response

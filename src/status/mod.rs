@@ -19,7 +19,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::policy::Caller;
-use crate::receipts::query::{Filter, Source};
+use crate::receipts::Filter;
+use crate::receipts::query::Source;
 use crate::receipts::{Outcome, Receipt, Settings};
 use crate::request::Admitted;
 use crate::request::rejection::Rejection;
