@@ -36,3 +36,6 @@ pub mod status;
 pub mod telemetry;
 /// Upstream MCP servers: connecting, supervising, calling.
 pub mod upstream;
+
+#[cfg(test)]
+mod architecture;
