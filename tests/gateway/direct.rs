@@ -1,5 +1,5 @@
 //! Plain `tools/call` requests are answered by the gateway's own direct path
-//! (src/gateway/direct.rs), everything else by rmcp. The two must answer alike: each request
+//! (src/mcp/direct.rs), everything else by rmcp. The two must answer alike: each request
 //! here is sent twice, once as is and once with an `Accept` that carries a parameter (which rmcp
 //! accepts but the direct path leaves to rmcp), and the JSON-RPC answers are compared.
 
