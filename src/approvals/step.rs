@@ -17,8 +17,6 @@
 
 use std::time::Instant;
 
-use std::sync::Mutex;
-
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, InputRequest,
@@ -60,8 +58,6 @@ pub struct Mrtr {
     pub input_responses: Option<InputResponses>,
     /// `requestState` of such a call.
     pub request_state: Option<String>,
-    /// Set when the step asks: the answer rmcp's handler sends instead of a result.
-    asked: Mutex<Option<InputRequiredResult>>,
 }
 
 impl Mrtr {
@@ -76,22 +72,7 @@ impl Mrtr {
             elicitation,
             input_responses,
             request_state,
-            asked: Mutex::new(None),
         }
-    }
-
-    /// The question the step asked, if it asked one (taken: it is answered once).
-    pub fn take_asked(&self) -> Option<InputRequiredResult> {
-        self.asked.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    /// Whether the step asked (the call is answered with the question, and writes no receipt:
-    /// the call sent again with the answer does).
-    pub fn has_asked(&self) -> bool {
-        self.asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
     }
 }
 
@@ -104,6 +85,8 @@ pub struct Refused {
     pub record: ApprovalRecord,
     pub message: String,
     pub reason: String,
+    /// The question the call is answered with instead (MRTR): the user has not answered yet.
+    pub asked: Option<Box<InputRequiredResult>>,
 }
 
 /// A call the step lets through: what the receipt records, and the approver's reason if any.
@@ -171,6 +154,7 @@ impl Approvals {
                         record,
                         message,
                         reason,
+                        asked: None,
                     })),
                 }
             }
@@ -262,6 +246,7 @@ impl UserDecision {
             record: self.record(decision, approver),
             reason: format!("the user's approval: {decision}"),
             message,
+            asked: None,
         }))
     }
 
@@ -428,7 +413,6 @@ impl Approvals {
             InputRequest::Elicitation(ElicitRequest::new(question(contract, shown))),
         );
         let asked = InputRequiredResult::new(Some(requests), Some(id));
-        *mrtr.asked.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
         telemetry::event(
             "narrowgate.approval.user",
             &[("approval.decision", "asked".to_string())],
@@ -437,6 +421,7 @@ impl Approvals {
             record: user.record("asked", None),
             reason: "the user's approval: asked".to_string(),
             message: format!("`{}` waits for the user's approval", contract.name),
+            asked: Some(Box::new(asked)),
         }))
     }
 }

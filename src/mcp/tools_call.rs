@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ResultType};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData};
 use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
@@ -182,15 +182,7 @@ async fn answered(
     idempotency_key: Result<Option<String>, crate::pipeline::idempotency::BadKey>,
     reach: &Reach,
 ) -> Result<CallToolResponse, ErrorData> {
-    let answer = gateway
+    gateway
         .call_tool(caller, request, protocol.as_ref(), idempotency_key, reach)
-        .await;
-    if let Some(asked) = reach.mrtr.as_ref().and_then(Mrtr::take_asked) {
-        return Ok(CallToolResponse::InputRequired(asked));
-    }
-    let mut result = answer?;
-    // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
-    // require; rmcp strips it again for older clients.
-    result.result_type = Some(ResultType::COMPLETE);
-    Ok(CallToolResponse::Complete(result))
+        .await
 }

@@ -8,8 +8,8 @@ pub mod preconditions;
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, ProtocolVersion,
-    RequestMetaObject,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    InputRequiredResult, JsonObject, ProtocolVersion, RequestMetaObject, ResultType,
 };
 use serde_json::Value;
 
@@ -44,6 +44,9 @@ pub struct Executed {
     pub reason: Option<String>,
     /// How its approval went, for a tool with `approval` (boxed: most calls have none).
     pub approval: Option<Box<ApprovalRecord>>,
+    /// The user's approval question that answers the call instead of a result (MRTR, on a
+    /// 2026-07-28 stateless request): the call is not over, and leaves no receipt yet.
+    pub asked: Option<Box<InputRequiredResult>>,
 }
 
 /// A call answered before anything was sent upstream.
@@ -56,6 +59,7 @@ impl From<(Answer, Outcome)> for Executed {
             replayed: false,
             reason: None,
             approval: None,
+            asked: None,
         }
     }
 }
@@ -70,7 +74,7 @@ impl Version {
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
         reach: &Reach,
-    ) -> Answer {
+    ) -> Result<CallToolResponse, ErrorData> {
         let started = SystemTime::now();
         let clock = Instant::now();
         // Counted until answered, so that a receipt waits to share its commit only when other
@@ -93,9 +97,9 @@ impl Version {
             .await;
         // A call answered with the user's approval question (MRTR) is not over: the call sent
         // again with the answer writes the receipt.
-        if reach.mrtr.as_ref().is_some_and(|m| m.has_asked()) {
+        if let Some(asked) = executed.asked {
             tracing::info!(caller = %caller.name, %tool, "tools/call: the user's approval asked (input required)");
-            return executed.answer;
+            return Ok(CallToolResponse::InputRequired(*asked));
         }
         let call = Call {
             caller: &caller.name,
@@ -124,7 +128,12 @@ impl Version {
             receipt = %receipt.as_deref().unwrap_or("-"),
             "tools/call"
         );
-        executed.answer
+        executed.answer.map(|mut result| {
+            // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
+            // require; rmcp strips it again for older clients.
+            result.result_type = Some(ResultType::COMPLETE);
+            CallToolResponse::Complete(result)
+        })
     }
 
     /// Leaves the receipt of a `tools/call` refused before the pipeline (the HTTP layer's
@@ -223,6 +232,7 @@ impl Version {
                     return Executed {
                         reason: Some(refused.reason),
                         approval: Some(Box::new(refused.record)),
+                        asked: refused.asked,
                         ..(Ok(tool_error(refused.message)), Outcome::Denied).into()
                     };
                 }
@@ -371,6 +381,7 @@ impl Version {
             replayed: false,
             reason: None,
             approval: None,
+            asked: None,
         };
         let result = match attempted.result {
             Ok(result) => result,
@@ -459,6 +470,7 @@ fn answered(deduped: Deduped<Executed>) -> Executed {
             replayed: true,
             reason: None,
             approval: None,
+            asked: None,
         },
         Deduped::NotRun(answer) => (
             Ok(answer.result),
