@@ -18,7 +18,7 @@ use std::time::Duration;
 use common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use common::process::run;
 use common::{
-    BOB, CAROL, KEY, Raw, Version, callers, demo_stdio_config, receipts_json, result_text,
+    BOB, CAROL, Gateway, KEY, Raw, callers, demo_stdio_config, receipts_json, result_text,
     stateless_call_body, stateless_call_headers, wait_until_async,
 };
 use serde_json::{Value, json};
@@ -70,10 +70,10 @@ tools:
 
 /// alice calls (and is an approver, so that deciding her own call can be tried); bob approves;
 /// carol is neither.
-fn start() -> Version {
+fn start() -> Gateway {
     let callers = callers(&[("bob", BOB, "[]"), ("carol", CAROL, "['*']")]);
     let config = demo_stdio_config(&callers, "approvers: [alice, bob]\n");
-    Version::start(&config, &[("demo.yaml", CONTRACTS)])
+    Gateway::start(&config, &[("demo.yaml", CONTRACTS)])
 }
 
 /// A stateless `tools/call` to the endpoint `url` as `key`, with `meta` added to its `_meta`;
@@ -95,7 +95,7 @@ async fn call(url: &str, key: &str, tool: &str, arguments: Value, meta: Value) -
 
 /// [`call`] in a task of its own (no `_meta` added): the call that waits.
 fn spawn_call(
-    gw: &Version,
+    gw: &Gateway,
     tool: &'static str,
     arguments: Value,
 ) -> tokio::task::JoinHandle<Value> {
@@ -104,7 +104,7 @@ fn spawn_call(
 }
 
 /// `GET /approvals` as `key`: (status, body).
-async fn list(gw: &Version, key: &str) -> (u16, Value) {
+async fn list(gw: &Gateway, key: &str) -> (u16, Value) {
     let response = reqwest::Client::new()
         .get(format!("{}/approvals", gw.base))
         .header("authorization", format!("Bearer {key}"))
@@ -116,7 +116,7 @@ async fn list(gw: &Version, key: &str) -> (u16, Value) {
 }
 
 /// `POST /approvals/{id}` as `key` (`None`: no credentials) with `body`: (status, body).
-async fn decide(gw: &Version, key: Option<&str>, id: &str, body: Value) -> (u16, Value) {
+async fn decide(gw: &Gateway, key: Option<&str>, id: &str, body: Value) -> (u16, Value) {
     let mut request = reqwest::Client::new()
         .post(format!("{}/approvals/{id}", gw.base))
         .header("content-type", "application/json")
@@ -130,7 +130,7 @@ async fn decide(gw: &Version, key: Option<&str>, id: &str, body: Value) -> (u16,
 }
 
 /// Waits until bob sees a pending approval of `tool` whose order is `order`; returns its id.
-async fn pending_id(gw: &Version, tool: &str, order: &str) -> String {
+async fn pending_id(gw: &Gateway, tool: &str, order: &str) -> String {
     wait_until_async(
         Duration::from_secs(20),
         common::POLL_EVERY,
@@ -156,7 +156,7 @@ async fn pending_id(gw: &Version, tool: &str, order: &str) -> String {
 }
 
 /// `narrowgate approvals ARGS... --url BASE` with bob's key in `NARROWGATE_API_KEY`.
-fn cli(gw: &Version, key: &str, args: &[&str]) -> (i32, String, String) {
+fn cli(gw: &Gateway, key: &str, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
         .arg("approvals")
         .args(args)
@@ -172,7 +172,7 @@ fn cli(gw: &Version, key: &str, args: &[&str]) -> (i32, String, String) {
 }
 
 /// The newest receipt of `tool`.
-fn last_receipt(gw: &Version, tool: &str) -> Value {
+fn last_receipt(gw: &Gateway, tool: &str) -> Value {
     receipts_json(&gw.config_path(), &["--tool", tool])
         .pop()
         .unwrap_or_else(|| panic!("no receipt of {tool}"))
@@ -228,7 +228,7 @@ async fn an_approver_approves_from_the_cli_while_the_call_waits() {
 
 /// Waits for `gw`'s receipt of a `refund` call whose client went away while it waited for an
 /// approver (decision `abandoned`); the receipt.
-async fn abandoned_receipt(gw: &Version) -> Value {
+async fn abandoned_receipt(gw: &Gateway) -> Value {
     wait_until_async(
         Duration::from_secs(20),
         common::POLL_EVERY,
@@ -405,12 +405,12 @@ async fn a_decision_is_bound_to_its_arguments() {
 
 /// Runs the Python SDK approval client: it calls `tool` and answers the elicitation with `answer`
 /// (in a 2025-11-25 session).
-fn python_call(gw: &Version, answer: &str, tool: &str, arguments: Value) -> Value {
+fn python_call(gw: &Gateway, answer: &str, tool: &str, arguments: Value) -> Value {
     python_call_in(gw, answer, tool, arguments, "legacy")
 }
 
 /// The same in the SDK's handshake `mode` (`auto`: 2026-07-28, the question through MRTR).
-fn python_call_in(gw: &Version, answer: &str, tool: &str, arguments: Value, mode: &str) -> Value {
+fn python_call_in(gw: &Gateway, answer: &str, tool: &str, arguments: Value, mode: &str) -> Value {
     let ran = run(
         Command::new(py2_python())
             .arg(py_client_script("py2_approval_client.py"))
@@ -538,7 +538,7 @@ async fn the_user_approves_through_mrtr_on_2026_07_28() {
 
 /// A stateless call from a client that declares elicitation, with `extra` merged into `params`
 /// (`inputResponses`, `requestState`): the JSON-RPC result.
-async fn mrtr_call(gw: &Version, arguments: Value, extra: Value) -> Value {
+async fn mrtr_call(gw: &Gateway, arguments: Value, extra: Value) -> Value {
     let mut body = stateless_call_body(json!(1), "refund_user", arguments);
     body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
         json!({"elicitation": {}});
@@ -670,7 +670,7 @@ async fn the_example_refund_asks_its_precondition_first_then_an_approver() {
         callers(&[("bob", BOB, "[]")]),
         common::hash_key(CAROL)
     );
-    let gw = Version::start(
+    let gw = Gateway::start(
         &demo_stdio_config(&callers, "approvers: [bob]\n"),
         &[("demo.yaml", example.as_str())],
     );

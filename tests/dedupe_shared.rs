@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    HttpUpstream, KEY, Redis, Version, assert_same_structured_content, call_answered, call_ok,
+    Gateway, HttpUpstream, KEY, Redis, assert_same_structured_content, call_answered, call_ok,
     callers, client, concurrent_calls, contract_file, counter, counter_tool, free_port, text_of,
     tool_params, wait_for_counts,
 };
@@ -34,13 +34,13 @@ const CONTRACT_REST: &str = r#"  peek_counter:
 "#;
 
 /// A gateway in front of `upstream` with its state in Redis at `port`.
-fn start(upstream: &HttpUpstream, port: u16) -> Version {
+fn start(upstream: &HttpUpstream, port: u16) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}state: redis://127.0.0.1:{port}\n",
         upstream.url,
         callers(&[])
     );
-    Version::start(&config, &[("demo.yaml", contract().as_str())])
+    Gateway::start(&config, &[("demo.yaml", contract().as_str())])
 }
 
 fn replayed(r: &CallToolResult) -> bool {

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    KEY, Version, assert_same_structured_content, call_answered, call_ok, callers, client,
+    Gateway, KEY, assert_same_structured_content, call_answered, call_ok, callers, client,
     concurrent_calls, contract_file, counter, counter_tool, demo_stdio_config, slow_tool, text_of,
     wait_for_counts,
 };
@@ -39,8 +39,8 @@ const CONTRACT_REST: &str = r#"  peek_counter:
     privilege: write
 "#;
 
-fn start() -> Version {
-    Version::start(
+fn start() -> Gateway {
+    Gateway::start(
         &demo_stdio_config(&callers(&[]), ""),
         &[("demo.yaml", contract().as_str())],
     )

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::peers::{py_client_script, py2_python};
 use common::{
-    BOB, KEY, Nginx, Postgres, Raw, Redis, Version, callers, contract_file, counter_tool,
+    BOB, Gateway, KEY, Nginx, Postgres, Raw, Redis, callers, contract_file, counter_tool,
     demo_stdio_config, echo_tool, stateless_call_body, stateless_call_headers,
 };
 use serde_json::{Value, json};
@@ -29,7 +29,7 @@ const DB: &str = "fleet";
 
 /// One replica: the demo upstream on stdio, rate limits and idempotency keys in `redis`, receipts
 /// (with arguments, to find each call's own) in PostgreSQL.
-fn replica(redis: &Redis, pg: &Postgres) -> Version {
+fn replica(redis: &Redis, pg: &Postgres) -> Gateway {
     let contract = contract_file(
         "demo",
         &[&echo_tool("echo", 80, ""), &counter_tool("count", "")],
@@ -40,7 +40,7 @@ fn replica(redis: &Redis, pg: &Postgres) -> Version {
         redis.url(),
         pg.url_of(DB)
     );
-    Version::start(
+    Gateway::start(
         &demo_stdio_config(&callers(&[("bob", BOB, &bob)]), &extra),
         &[("demo.yaml", contract.as_str())],
     )
@@ -49,7 +49,7 @@ fn replica(redis: &Redis, pg: &Postgres) -> Version {
 /// The replica (index) that holds `session`: the only one whose own port accepts a `ping` in it
 /// (the others answer 404 "session not found"). The ping's id is a string the Python client never
 /// uses (a session refuses an id that is in flight).
-async fn owner_of(session: &str, replicas: &[Version]) -> usize {
+async fn owner_of(session: &str, replicas: &[Gateway]) -> usize {
     let auth = format!("Bearer {KEY}");
     let headers = [
         ("authorization", auth.as_str()),
@@ -306,7 +306,7 @@ async fn a_fleet_loses_nothing_but_the_dead_replicas_sessions() {
 
 /// Through nginx (stateless calls, spread over the replicas): `bob`'s rate holds fleet-wide and an
 /// idempotency key is performed once whichever replica each repeat reaches.
-async fn fleet_wide_limits_and_keys(nginx: &Nginx, replicas: &[Version]) {
+async fn fleet_wide_limits_and_keys(nginx: &Nginx, replicas: &[Gateway]) {
     let raw = Raw::new(&nginx.url());
     let mut passed = 0;
     for i in 0..BOB_PER_MINUTE * 3 {
@@ -371,7 +371,7 @@ fn first_failure_time(calls: &[Value]) -> Option<f64> {
 }
 
 /// `initialize` as `key` on `gw`: the reply (its `Mcp-Session-Id` when it opened a session).
-async fn open_session(gw: &Version, key: &str) -> common::Reply {
+async fn open_session(gw: &Gateway, key: &str) -> common::Reply {
     let auth = format!("Bearer {key}");
     Raw::new(&gw.url)
         .post(
@@ -395,8 +395,8 @@ async fn a_callers_sessions_are_counted_across_the_fleet() {
         &callers(&[("bob", BOB, "['*']")]),
         &format!("state: {url}\nhttp:\n  max_sessions_per_caller: 2\n"),
     );
-    let a = Version::start(&config, &[("demo.yaml", contract.as_str())]);
-    let b = Version::start(&config, &[("demo.yaml", contract.as_str())]);
+    let a = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
+    let b = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
 
     let first = open_session(&a, KEY).await;
     assert_eq!(first.status, 200, "{first:?}");

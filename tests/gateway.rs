@@ -15,7 +15,7 @@ mod modern;
 use std::time::{Duration, Instant};
 
 use common::{
-    BOB, HttpUpstream, KEY, Raw, Version, call, call_ok, client, demo_stdio_config, retry_until,
+    BOB, Gateway, HttpUpstream, KEY, Raw, call, call_ok, client, demo_stdio_config, retry_until,
     text_of, tool_names,
 };
 use rmcp::model::CallToolResult;
@@ -120,16 +120,16 @@ tools:
 
 const ORPHAN: &str = "upstream: nowhere\ntools:\n  orphan:\n    privilege: read\n";
 
-fn start_demo(extra_config: &str) -> Version {
+fn start_demo(extra_config: &str) -> Gateway {
     let contract = demo_contract();
-    Version::start(
+    Gateway::start(
         &demo_stdio_config(&callers(), extra_config),
         &[("demo.yaml", contract.as_str()), ("orphan.yaml", ORPHAN)],
     )
 }
 
 /// [`start_demo`], and alice connected to it.
-async fn start_demo_for_alice(extra_config: &str) -> (Version, RunningService<RoleClient, ()>) {
+async fn start_demo_for_alice(extra_config: &str) -> (Gateway, RunningService<RoleClient, ()>) {
     let gw = start_demo(extra_config);
     let alice = client(&gw.url, KEY).await;
     (gw, alice)
@@ -618,7 +618,7 @@ async fn the_callers_key_is_never_sent_upstream() {
         callers()
     );
     let contract = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n";
-    let gw = Version::start(&config, &[("demo.yaml", contract)]);
+    let gw = Gateway::start(&config, &[("demo.yaml", contract)]);
     let alice = client(&gw.url, KEY).await;
     let r = call(&alice, "whoami", json!({})).await.expect("call");
     let text = text_of(&r);
@@ -673,7 +673,7 @@ async fn an_http_upstream_that_goes_away_is_reported_down_and_reconnected() {
         callers()
     );
     let contract = demo_contract();
-    let gw = Version::start(&config, &[("demo.yaml", contract.as_str())]);
+    let gw = Gateway::start(&config, &[("demo.yaml", contract.as_str())]);
     let alice = client(&gw.url, KEY).await;
     drop(upstream);
     gw.wait_for(Duration::from_secs(20), "upstream down", |r| {

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{KEY, Raw, Reply, Version, demo_stdio_config, hash_key};
+use common::{Gateway, KEY, Raw, Reply, demo_stdio_config, hash_key};
 use serde_json::{Value, json};
 
 const BOB: &str = "test-key-bob";
@@ -30,13 +30,13 @@ tools:
 "#;
 
 /// The demo upstream over stdio; alice may use every tool, bob only `echo`.
-fn start() -> Version {
+fn start() -> Gateway {
     let callers = format!(
         "{}  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
         common::callers(&[]),
         hash_key(BOB)
     );
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &demo_stdio_config(&callers, ""),
         &[("demo.yaml", CONTRACT)],
         &[],

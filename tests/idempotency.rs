@@ -6,7 +6,7 @@
 mod common;
 
 use common::{
-    BOB, HttpUpstream, KEY, Redis, Version, callers, client, contract_file, counter, counter_tool,
+    BOB, Gateway, HttpUpstream, KEY, Redis, callers, client, contract_file, counter, counter_tool,
     demo_stdio_config, receipts_json, text_of,
 };
 use rmcp::RoleClient;
@@ -57,7 +57,7 @@ fn replayed(r: &CallToolResult) -> bool {
 /// characters is refused, and the upstream never sees the key.
 #[tokio::test]
 async fn a_key_is_performed_once_per_caller() {
-    let gateway = Version::start(
+    let gateway = Gateway::start(
         &demo_stdio_config(&callers(&[("bob", BOB, "['*']")]), ""),
         &[("demo.yaml", &contract())],
     );
@@ -135,7 +135,7 @@ async fn a_key_holds_across_two_gateways_sharing_redis() {
     let redis = Redis::start();
     let upstream = HttpUpstream::start(&[]);
     let start = || {
-        Version::start(
+        Gateway::start(
             &format!(
                 "upstreams:\n  demo:\n    url: {}\n{}state: redis://127.0.0.1:{}\n",
                 upstream.url,
@@ -170,7 +170,7 @@ async fn a_key_holds_across_two_gateways_sharing_redis() {
 /// and under another key all get the one answer, the upstream ran it once.
 #[tokio::test]
 async fn keys_and_dedupe_run_a_call_once_through_rmcp_too() {
-    let gateway = Version::start(
+    let gateway = Gateway::start(
         &demo_stdio_config(&callers(&[]), "direct_calls: false\n"),
         &[("demo.yaml", &contract())],
     );

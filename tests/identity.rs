@@ -13,7 +13,7 @@ mod step_up;
 mod support;
 
 use common::{
-    BOB, CAROL, HttpUpstream, KEY, Raw, Version, contract_file, echo_tool, hash_key, http_get,
+    BOB, CAROL, Gateway, HttpUpstream, KEY, Raw, contract_file, echo_tool, hash_key, http_get,
     result_text, sorted_tool_names,
 };
 use serde_json::{Value, json};
@@ -90,13 +90,13 @@ oauth:
 }
 
 /// A gateway whose issuer keys are the RSA, EC and Ed25519 test keys, from a JWKS file.
-fn start_with_file(upstream: &HttpUpstream, extra: &str) -> (Version, tempfile::TempDir) {
+fn start_with_file(upstream: &HttpUpstream, extra: &str) -> (Gateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("jwks.json");
     let k = keys();
     std::fs::write(&path, jwks(&[&k.rsa, &k.ec, &k.ed])).expect("write jwks");
     let jwks = format!("jwks_file: {}", path.display());
-    let gw = Version::start(
+    let gw = Gateway::start(
         &config(&upstream.url, &jwks, extra),
         &[("demo.yaml", contracts().as_str())],
     );
@@ -342,7 +342,7 @@ async fn jwks_from_an_endpoint_is_cached_and_refetched_for_rotated_keys() {
     let server = JwksServer::start(jwks(&[&k.rsa]));
     let upstream = HttpUpstream::start(&[]);
     let jwks_line = format!("jwks_url: {}", server.url);
-    let gw = Version::start(
+    let gw = Gateway::start(
         &config(&upstream.url, &jwks_line, ""),
         &[("demo.yaml", contracts().as_str())],
     );
@@ -407,7 +407,7 @@ async fn protected_resource_metadata_and_the_401_challenge() {
         )
     );
 
-    let plain = Version::start(
+    let plain = Gateway::start(
         &format!(
             "upstreams:\n  demo:\n    url: {}\ncallers:\n  - name: a\n    api_key_sha256: {}\n    tools: ['*']\n",
             upstream.url,

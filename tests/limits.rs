@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{KEY, Raw, Version, demo_stdio_config, hash_key};
+use common::{Gateway, KEY, Raw, demo_stdio_config, hash_key};
 use serde_json::json;
 
 const BOB: &str = "test-key-bob";
@@ -25,13 +25,13 @@ tools:
 
 /// The demo upstream over stdio with `http_block` (YAML lines under `http:`); alice and bob may
 /// call `echo`.
-fn start(http_block: &str) -> Version {
+fn start(http_block: &str) -> Gateway {
     let callers = format!(
         "{}  - name: bob\n    api_key_sha256: {}\n    tools: [echo]\n",
         common::callers(&[]),
         hash_key(BOB)
     );
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &demo_stdio_config(&callers, &format!("http:\n{http_block}")),
         &[("demo.yaml", CONTRACT)],
         &[],
@@ -41,7 +41,7 @@ fn start(http_block: &str) -> Version {
 }
 
 /// The gateway's resident memory, in KiB.
-fn rss_kib(gw: &Version) -> u64 {
+fn rss_kib(gw: &Gateway) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).expect("status");
     status
         .lines()
@@ -51,13 +51,13 @@ fn rss_kib(gw: &Version) -> u64 {
         .expect("VmRSS")
 }
 
-fn authority(gw: &Version) -> String {
+fn authority(gw: &Gateway) -> String {
     gw.base.trim_start_matches("http://").to_string()
 }
 
 /// Opens a connection and sends `head` (a request's head, without the blank line) followed by
 /// `rest`.
-fn send(gw: &Version, head: &str, rest: &[u8]) -> TcpStream {
+fn send(gw: &Gateway, head: &str, rest: &[u8]) -> TcpStream {
     let mut tcp = TcpStream::connect(authority(gw)).expect("connect");
     tcp.set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
@@ -294,7 +294,7 @@ async fn the_session_cap_per_caller_gives_503_with_retry_after() {
 }
 
 /// A GET stream of `session` for alice.
-async fn open_stream(gw: &Version, session: &str) -> reqwest::Response {
+async fn open_stream(gw: &Gateway, session: &str) -> reqwest::Response {
     reqwest::Client::new()
         .get(&gw.url)
         .header("authorization", format!("Bearer {KEY}"))

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{
-    KEY, Nginx, Raw, Version, callers, demo_stdio_config, echo_tool, receipts_json,
+    Gateway, KEY, Nginx, Raw, callers, demo_stdio_config, echo_tool, receipts_json,
     stateless_call_body, stateless_call_headers,
 };
 use serde_json::json;
@@ -14,7 +14,7 @@ const SESSIONS: usize = 8;
 const CALLS_PER_SESSION: usize = 5;
 const STATELESS_CALLS: usize = 24;
 
-fn replica() -> Version {
+fn replica() -> Gateway {
     let contract = common::contract_file(
         "demo",
         &[
@@ -22,7 +22,7 @@ fn replica() -> Version {
             &echo_tool("stateless_echo", 40, ""),
         ],
     );
-    Version::start(
+    Gateway::start(
         &demo_stdio_config(&callers(&[]), ""),
         &[("demo.yaml", contract.as_str())],
     )
@@ -64,7 +64,7 @@ async fn sessions_stick_to_their_replica_and_stateless_calls_reach_both() {
         assert!(reply.body.contains("hi"), "{reply:?}");
     }
 
-    let receipts = |gw: &Version, tool: &str| receipts_json(&gw.config_path(), &["--tool", tool]);
+    let receipts = |gw: &Gateway, tool: &str| receipts_json(&gw.config_path(), &["--tool", tool]);
     let session_receipts: Vec<usize> = replicas
         .iter()
         .map(|gw| receipts(gw, "echo").len())

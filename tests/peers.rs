@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::peers::{CLIENT_DEADLINE, PyClient, mcp_server_time, node_bin, ts_client};
 use common::process::run;
 use common::{
-    KEY, Raw, Version, callers, free_port, result_text, sorted_tool_names, stateless_call_body,
+    Gateway, KEY, Raw, callers, free_port, result_text, sorted_tool_names, stateless_call_body,
     stateless_call_headers,
 };
 use serde_json::{Value, json};
@@ -112,7 +112,7 @@ fn add_input() -> Value {
 /// The server-everything gateway: `get-structured-content` as `get_weather`, `get-sum` as `add`;
 /// the upstream's other tools (echo, get-env, ...) have no contract. Schemas are written as JSON,
 /// which is YAML too.
-fn start_everything_gateway() -> (Everything, Version) {
+fn start_everything_gateway() -> (Everything, Gateway) {
     let upstream = Everything::start();
     let config = format!(
         "upstreams:\n  everything:\n    url: {}\n{}",
@@ -139,14 +139,14 @@ fn start_everything_gateway() -> (Everything, Version) {
 }
 
 /// A gateway on `config` and one contract file, once `upstream` is up and its `tools` joined.
-fn start_joined(config: &str, contract: (&str, &str), upstream: &str, tools: &[&str]) -> Version {
-    let gw = Version::start(config, &[contract]);
+fn start_joined(config: &str, contract: (&str, &str), upstream: &str, tools: &[&str]) -> Gateway {
+    let gw = Gateway::start(config, &[contract]);
     gw.wait_tools_joined(upstream, tools);
     gw
 }
 
 /// Asserts that /readyz says `tool`'s contract is proven narrower than its upstream tool.
-fn assert_proven_narrower(gw: &Version, tool: &str) {
+fn assert_proven_narrower(gw: &Gateway, tool: &str) {
     let ready = gw.readyz();
     let verdict = &ready["tools"][tool]["narrowing"];
     assert_eq!(verdict, "proven narrower", "{tool}: {ready}");

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    BOB, ConfigDir, KEY, Version, call_answered, call_ok, client, contract_file, counter,
+    BOB, ConfigDir, Gateway, KEY, call_answered, call_ok, client, contract_file, counter,
     demo_stdio_config, hash_key, receipts_command, receipts_json, text_of,
 };
 use serde_json::{Value, json};
@@ -47,8 +47,8 @@ fn callers() -> String {
     )
 }
 
-fn start() -> Version {
-    Version::start(
+fn start() -> Gateway {
+    Gateway::start(
         &demo_stdio_config(&callers(), ""),
         &[("demo.yaml", &contract_file("demo", &[CONTRACT]))],
     )
@@ -82,7 +82,7 @@ async fn the_decision_is_a_span_event() {
             collector.http
         ),
     );
-    let gateway = Version::spawn(
+    let gateway = Gateway::spawn(
         &config,
         &[("demo.yaml", &contract_file("demo", &[CONTRACT]))],
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    BAD_WEATHER_TOOL, BOB, CAROL, KEY, Raw, Version, call, callers, client, demo_stdio_config,
+    BAD_WEATHER_TOOL, BOB, CAROL, Gateway, KEY, Raw, call, callers, client, demo_stdio_config,
     receipts_command, receipts_json, slow_tool,
 };
 use narrowgate::contract::ContractSet;
@@ -64,8 +64,8 @@ fn contract() -> String {
     .concat()
 }
 
-fn start(extra: &str) -> Version {
-    Version::start(&config(extra), &[("demo.yaml", contract().as_str())])
+fn start(extra: &str) -> Gateway {
+    Gateway::start(&config(extra), &[("demo.yaml", contract().as_str())])
 }
 
 /// Proves: every outcome a real call can produce today leaves exactly one receipt, in the default

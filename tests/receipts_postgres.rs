@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    BOB, KEY, Postgres, Version, call, callers, client, demo_stdio_config, echo_tool, free_port,
+    BOB, Gateway, KEY, Postgres, call, callers, client, demo_stdio_config, echo_tool, free_port,
     receipts_command, receipts_json, slow_tool,
 };
 use serde_json::json;
@@ -31,8 +31,8 @@ fn config(receipts: &str) -> String {
     demo_stdio_config(&callers(&[("bob", BOB, "[echo]")]), receipts)
 }
 
-fn start(url: &str) -> Version {
-    Version::start(
+fn start(url: &str) -> Gateway {
+    Gateway::start(
         &config(&format!(
             "receipts:\n  url: {url}\n  store_arguments: true\n"
         )),

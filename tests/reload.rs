@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    BOB, KEY, Version, call, call_ok, callers, client, demo_stdio_config, text_of, wait_for_counts,
+    BOB, Gateway, KEY, call, call_ok, callers, client, demo_stdio_config, text_of, wait_for_counts,
 };
 use serde_json::{Value, json};
 
@@ -29,7 +29,7 @@ const ADD: &str = "upstream: demo\ntools:\n  add:\n    privilege: read\n    inpu
 /// tools of an unchanged contract keep working on the same upstream connection.
 #[tokio::test]
 async fn a_changed_contracts_directory_is_reloaded() {
-    let gw = Version::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
     assert!(call(&alice, "add", json!({"a": 1, "b": 2})).await.is_err());
     gw.write_file("contracts/add.yaml", ADD);
@@ -48,7 +48,7 @@ async fn a_changed_contracts_directory_is_reloaded() {
 /// serving unchanged.
 #[tokio::test]
 async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
-    let gw = Version::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let alice = client(&gw.url, KEY).await;
     gw.write_file(
         "contracts/broken.yaml",
@@ -92,7 +92,7 @@ async fn an_invalid_version_is_refused_and_the_old_one_keeps_serving() {
 /// Proves: SIGHUP reloads the configuration file: a caller added to it can connect afterwards.
 #[tokio::test]
 async fn sighup_reloads_the_configuration() {
-    let gw = Version::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let raw = common::Raw::new(&gw.url);
     let init = common::initialize_body("2025-11-25");
     let bob = format!("Bearer {BOB}");
@@ -124,7 +124,7 @@ async fn sighup_reloads_the_configuration() {
 /// removes its tool; new calls see the new version.
 #[tokio::test]
 async fn calls_in_flight_finish_under_their_version() {
-    let gw = Version::start(&config(false), &[("demo.yaml", ECHO_AND_SLOW)]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_AND_SLOW)]);
     let alice = client(&gw.url, KEY).await;
     let url = gw.url.clone();
     let in_flight = tokio::spawn(async move {
@@ -158,7 +158,7 @@ async fn calls_in_flight_finish_under_their_version() {
 /// Proves: reloads under a steady load of calls lose none and answer none with an error.
 #[tokio::test]
 async fn reloads_under_load_lose_no_call() {
-    let gw = Version::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", ECHO_ONLY)]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut load = Vec::new();
     for worker in 0..4 {
@@ -229,7 +229,7 @@ async fn rate_limits_survive_a_reload() {
             "upstream: demo\ntools:\n  echo:\n    privilege: read\n    rate: {rate}\n    input: {{type: object, properties: {{message: {{type: string}}}}, required: [message]}}\n"
         )
     };
-    let gw = Version::start(&config(false), &[("demo.yaml", &limited("1/m"))]);
+    let gw = Gateway::start(&config(false), &[("demo.yaml", &limited("1/m"))]);
     let alice = client(&gw.url, KEY).await;
     let refused = |r: &rmcp::model::CallToolResult| {
         r.is_error == Some(true) && text_of(r).contains("rate limit")
@@ -277,7 +277,7 @@ impl HeldRequest {
     /// Sends the head of a stateless 2026-07-28 POST of `body` (JSON-RPC `method`, on `name`) as
     /// the caller with `key`, then waits until the gateway reads the body (hyper answers `100
     /// Continue` at its first read, which comes after the request was admitted).
-    async fn start(gw: &Version, key: &str, accept: &str, method: &str, body: Value) -> Self {
+    async fn start(gw: &Gateway, key: &str, accept: &str, method: &str, body: Value) -> Self {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let address = gw.base.trim_start_matches("http://");
         let mut stream = tokio::net::TcpStream::connect(address)
@@ -368,7 +368,7 @@ fn stateless_request(method: &str, params: Value) -> Value {
 /// and `tools/list`, which lists A's tools). New requests then get B.
 #[tokio::test]
 async fn a_reload_between_layers_does_not_split_a_request() {
-    let gw = Version::start(&config(true), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&config(true), &[("demo.yaml", ECHO_ONLY)]);
     const PLAIN: &str = "application/json, text/event-stream";
     const TO_RMCP: &str = "application/json;q=1, text/event-stream";
     let echo = || {
@@ -456,7 +456,7 @@ async fn a_reload_between_layers_does_not_split_a_request() {
 #[tokio::test]
 async fn the_body_limit_follows_reloads() {
     let limit = |size: &str| format!("{}max_request_bytes: {size}\n", config(false));
-    let gw = Version::start(&limit("2KiB"), &[("demo.yaml", ECHO_ONLY)]);
+    let gw = Gateway::start(&limit("2KiB"), &[("demo.yaml", ECHO_ONLY)]);
     let raw = common::Raw::new(&gw.url);
     let auth = format!("Bearer {KEY}");
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -467,7 +467,7 @@ async fn the_body_limit_follows_reloads() {
     assert_eq!(reply.status, 413, "{reply:?}");
     assert!(reply.body.contains("(2048 bytes)"), "{reply:?}");
 
-    let reloads = |gw: &Version| gw.log().matches("configuration reloaded").count();
+    let reloads = |gw: &Gateway| gw.log().matches("configuration reloaded").count();
     for (size, status, named) in [("64KiB", 200, ""), ("1KiB", 413, "(1024 bytes)")] {
         let before = reloads(&gw);
         gw.write_file(

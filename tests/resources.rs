@@ -9,7 +9,7 @@ mod listen;
 #[path = "resources/updates.rs"]
 mod updates;
 
-use common::{BOB, CAROL, KEY, Version, client, demo_stdio_config, hash_key, receipts_json};
+use common::{BOB, CAROL, Gateway, KEY, client, demo_stdio_config, hash_key, receipts_json};
 use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, ErrorData, GetPromptRequestParams,
     ReadResourceRequestParams, Reference,
@@ -73,8 +73,8 @@ prompts:
       resourceUri: { required: true }
 "#;
 
-fn start() -> Version {
-    Version::start(&config(), &[("demo.yaml", CONTRACT)])
+fn start() -> Gateway {
+    Gateway::start(&config(), &[("demo.yaml", CONTRACT)])
 }
 
 /// The JSON-RPC error of a failed request (panics on anything else).

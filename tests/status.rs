@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{BOB, KEY, Version, call, client, demo_stdio_config, hash_key};
+use common::{BOB, Gateway, KEY, call, client, demo_stdio_config, hash_key};
 use serde_json::{Value, json};
 
 /// A caller name an operator could write, that means markup in HTML.
@@ -23,12 +23,12 @@ const ANONYMOUS_ADMIN: &str =
 /// alice (key [`KEY`]) has the `admin` role; `<i>bob</i>` (key [`BOB`]) none; an anonymous
 /// caller has `admin` too (and still may not see the page). `echo` allows one call a minute
 /// per caller; `missing` names no upstream tool (disabled, with a reason).
-fn start() -> Version {
+fn start() -> Gateway {
     start_with("")
 }
 
 /// [`start`] with `extra` configuration (a `receipts:` block, say).
-fn start_with(extra: &str) -> Version {
+fn start_with(extra: &str) -> Gateway {
     let callers = format!(
         "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    roles: [admin]\n\
          \x20 - name: '{HOSTILE_CALLER}'\n    api_key_sha256: {}\n    tools: [echo]\n{ANONYMOUS_ADMIN}",
@@ -38,7 +38,7 @@ fn start_with(extra: &str) -> Version {
     let contract = "upstream: demo\ntools:\n  echo:\n    privilege: read\n    rate: 1/m\n    input:\n\
                     \x20     type: object\n      properties: { message: { type: string } }\n\
                     \x20     required: [message]\n  missing:\n    privilege: read\n";
-    Version::start(
+    Gateway::start(
         &demo_stdio_config(&callers, extra),
         &[("demo.yaml", contract)],
     )
@@ -46,7 +46,7 @@ fn start_with(extra: &str) -> Version {
 
 /// Receipts of every kind the page shows: alice's echo (ok), then rate_limited; the hostile
 /// caller's echo (ok); a denied call of the hostile tool name.
-async fn make_receipts(gw: &Version) {
+async fn make_receipts(gw: &Gateway) {
     let alice = client(&gw.url, KEY).await;
     for _ in 0..2 {
         let _ = call(&alice, "echo", json!({"message": "hi"})).await;
@@ -58,7 +58,7 @@ async fn make_receipts(gw: &Version) {
     let _ = bob.cancel().await;
 }
 
-async fn get(gw: &Version, path_and_query: &str, auth: Auth) -> reqwest::Response {
+async fn get(gw: &Gateway, path_and_query: &str, auth: Auth) -> reqwest::Response {
     let request = reqwest::Client::new().get(format!("{}{path_and_query}", gw.base));
     let request = match auth {
         Auth::None => request,
@@ -75,7 +75,7 @@ enum Auth {
     Bearer(&'static str),
 }
 
-async fn page(gw: &Version, path_and_query: &str) -> String {
+async fn page(gw: &Gateway, path_and_query: &str) -> String {
     let response = get(gw, path_and_query, Auth::Basic(KEY)).await;
     assert_eq!(response.status(), 200, "{path_and_query}");
     response.text().await.expect("page")
@@ -324,7 +324,7 @@ fn artefacts() -> PathBuf {
 
 /// Runs tests/browser/status_page.py (DevTools protocol over a pipe) on `/status` of `gw`,
 /// signing in as `key`; its JSON report.
-fn drive_chromium(gw: &Version, key: &str, screenshot: &str, extra: &[&str]) -> Value {
+fn drive_chromium(gw: &Gateway, key: &str, screenshot: &str, extra: &[&str]) -> Value {
     let script = common::peers::repo_root().join("tests/browser/status_page.py");
     let ran = common::process::run(
         // The driver needs only Python's standard library; the peers' Python is there anyway.
@@ -394,7 +394,7 @@ async fn an_approval_is_decided_from_the_page() {
         "upstream: demo\ntools:\n{}",
         common::echo_tool("echo", 40, "    approval: approver\n")
     );
-    let gw = Version::start(
+    let gw = Gateway::start(
         &demo_stdio_config(&callers, ""),
         &[("demo.yaml", &contract)],
     );

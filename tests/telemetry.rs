@@ -12,7 +12,7 @@ mod otel;
 use std::time::{Duration, Instant};
 
 use common::{
-    BAD_WEATHER_TOOL, KEY, Raw, Version, callers, contract_file, demo_stdio_config, echo_tool,
+    BAD_WEATHER_TOOL, Gateway, KEY, Raw, callers, contract_file, demo_stdio_config, echo_tool,
     receipts_json, result_text,
 };
 use otel::prometheus::{Sample, parse_prometheus, value};
@@ -64,7 +64,7 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
         upstream.url,
         callers(&[])
     );
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &config,
         &[("py.yaml", PY_CONTRACT)],
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
@@ -269,7 +269,7 @@ fn demo_config(extra: &str) -> String {
 /// `narrowgate_upstream_up` says the upstream is up.
 #[tokio::test]
 async fn metrics_count_the_calls_made() {
-    let gw = Version::start(
+    let gw = Gateway::start(
         &demo_config("telemetry:\n  metrics: true\n"),
         &[("demo.yaml", demo_contract().as_str())],
     );
@@ -453,7 +453,7 @@ async fn metrics_count_the_calls_made() {
 /// `telemetry.metrics: true`.
 #[tokio::test]
 async fn json_logs_carry_the_trace_id_and_no_argument() {
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &demo_config(""),
         &[("demo.yaml", demo_contract().as_str())],
         &[("NARROWGATE_LOG_FORMAT", "json")],
@@ -544,7 +544,7 @@ async fn telemetry_cost_per_call() {
                 "receipts:\n  path: {}/r{round}-{i}.db\n",
                 shm.path().display()
             );
-            let gw = Version::start(
+            let gw = Gateway::start(
                 &demo_config(&format!("{telemetry}{receipts}")),
                 &[("demo.yaml", demo_contract().as_str())],
             );

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    HostileHttp, KEY, Raw, Version, call_ok, callers, client, free_port, hostile_stdio_upstream,
+    Gateway, HostileHttp, KEY, Raw, call_ok, callers, client, free_port, hostile_stdio_upstream,
     http_get, recorded, recorded_requests, result_text, text_of, tool_names,
 };
 use serde_json::{Value, json};
@@ -36,7 +36,7 @@ fn gateway(
     attacks: &[&str],
     extra: &[&str],
     record: &Path,
-) -> (Version, Option<HostileHttp>) {
+) -> (Gateway, Option<HostileHttp>) {
     let (entry, http) = match via {
         Via::Stdio => (
             hostile_stdio_upstream("hostile", attacks, record, extra),
@@ -48,7 +48,7 @@ fn gateway(
         }
     };
     let config = format!("upstreams:\n{entry}{}", callers(&[]));
-    (Version::start(&config, &[("hostile.yaml", CONTRACT)]), http)
+    (Gateway::start(&config, &[("hostile.yaml", CONTRACT)]), http)
 }
 
 /// Proves: with no attack the hostile upstream is an ordinary upstream, over stdio and HTTP (so
@@ -109,7 +109,7 @@ fn answered(record: &Path, prefix: &str) -> usize {
 /// `prefix`), and watches the gateway until the call is answered and the gateway's answers to
 /// the flood stop coming (none for a second): its descriptors stay under [`MAX_FDS`] and
 /// `/healthz` answers every time. Returns the most descriptors seen and the pings answered.
-async fn watch_ping_flood(gw: &Version, record: &Path, prefix: &str, via: Via) -> (usize, usize) {
+async fn watch_ping_flood(gw: &Gateway, record: &Path, prefix: &str, via: Via) -> (usize, usize) {
     let c = client(&gw.url, KEY).await;
     let call = tokio::spawn(async move {
         let r = call_ok(&c, "echo", json!({"text": "after the flood"})).await;
@@ -301,7 +301,7 @@ async fn the_clients_tracestate_never_reaches_the_upstream() {
             String::new()
         };
         let config = format!("upstreams:\n{entry}{}{telemetry}", callers(&[]));
-        let gw = Version::start(&config, &[("hostile.yaml", CONTRACT)]);
+        let gw = Gateway::start(&config, &[("hostile.yaml", CONTRACT)]);
         let raw = Raw::new(&gw.url);
         let session = raw.open_session(Some(KEY), VERSION).await;
         let auth = format!("Bearer {KEY}");

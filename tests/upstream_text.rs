@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    HostileHttp, KEY, Version, call_answered, call_ok, callers, client, hostile_stdio_upstream,
+    Gateway, HostileHttp, KEY, call_answered, call_ok, callers, client, hostile_stdio_upstream,
     recorded_requests, text_of,
 };
 use serde_json::{Value, json};
@@ -49,7 +49,7 @@ const BOTH: [Via; 2] = [Via::Stdio, Via::Http];
 /// A gateway in front of the hostile upstream (over `via`) running `attack`, recording to
 /// `record`, once the catalog has joined the upstream's tools; the HTTP upstream's process, if
 /// any, lives as long as the gateway.
-fn gateway(via: Via, attack: &str, record: &Path, extra: &str) -> (Version, Option<HostileHttp>) {
+fn gateway(via: Via, attack: &str, record: &Path, extra: &str) -> (Gateway, Option<HostileHttp>) {
     let (entry, http) = match via {
         Via::Stdio => (
             hostile_stdio_upstream("hostile", &[attack], record, &[]),
@@ -61,7 +61,7 @@ fn gateway(via: Via, attack: &str, record: &Path, extra: &str) -> (Version, Opti
         }
     };
     let config = format!("{extra}upstreams:\n{entry}{}", callers(&[]));
-    let gw = Version::start(&config, &[("hostile.yaml", CONTRACT)]);
+    let gw = Gateway::start(&config, &[("hostile.yaml", CONTRACT)]);
     gw.wait_for(
         Duration::from_secs(30),
         "the upstream's tools joined",

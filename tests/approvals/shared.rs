@@ -6,11 +6,11 @@ use super::*;
 use common::{Postgres, Redis};
 
 /// Two gateways sharing `redis`, each with its own demo upstream and receipts: replicas.
-fn replicas(redis: &Redis) -> (Version, Version) {
+fn replicas(redis: &Redis) -> (Gateway, Gateway) {
     let start = || {
         let callers = callers(&[("bob", BOB, "[]"), ("carol", CAROL, "['*']")]);
         let extra = format!("approvers: [alice, bob]\nstate: {}\n", redis.url());
-        Version::start(
+        Gateway::start(
             &demo_stdio_config(&callers, &extra),
             &[("demo.yaml", CONTRACTS)],
         )
@@ -116,7 +116,7 @@ async fn postgresql_receipts_gain_the_approval_columns() {
 
     let callers = callers(&[("bob", BOB, "[]")]);
     let extra = format!("approvers: [bob]\nreceipts:\n  url: {url}\n");
-    let gw = Version::start(
+    let gw = Gateway::start(
         &demo_stdio_config(&callers, &extra),
         &[("demo.yaml", CONTRACTS)],
     );
@@ -160,7 +160,7 @@ async fn without_redis_approver_calls_are_refused() {
         "approvers: [bob]\nstate: redis://127.0.0.1:{}\n",
         common::free_port()
     );
-    let gw = Version::start(
+    let gw = Gateway::start(
         &demo_stdio_config(&callers, &extra),
         &[("demo.yaml", CONTRACTS)],
     );

@@ -38,7 +38,7 @@ async fn approvals_are_span_events() {
          otlp_protocol: http/protobuf\n",
         collector.http
     );
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &demo_stdio_config(&callers, &extra),
         &[("demo.yaml", CONTRACTS)],
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],

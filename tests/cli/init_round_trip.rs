@@ -13,7 +13,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use super::common::peers::{node_bin, py2_python};
-use super::common::{KEY, Version, call, callers, client, demo_upstream_bin, text_of};
+use super::common::{Gateway, KEY, call, callers, client, demo_upstream_bin, text_of};
 use super::{Setup, stderr, stdout};
 
 /// An upstream for a round trip: how to start it, and one call that must work through the
@@ -112,7 +112,7 @@ async fn round_trip(upstream: Upstream) {
         .map(|t| (t.name.to_string(), t))
         .collect();
 
-    let gw = Version::start(&config, &[("up.yaml", &contract_text)]);
+    let gw = Gateway::start(&config, &[("up.yaml", &contract_text)]);
     let client = client(&gw.url, KEY).await;
     let published = client.list_all_tools().await.expect("tools/list");
 

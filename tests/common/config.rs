@@ -1,6 +1,6 @@
 //! The configurations the tests start the gateway (or run its commands) on: callers with known
 //! API keys, the demo upstream over stdio, and a folder holding `narrowgate.yaml` and its
-//! `contracts/`. One place writes them, so `Version` and the `check`/`init` tests lay files out
+//! `contracts/`. One place writes them, so `Gateway` and the `check`/`init` tests lay files out
 //! alike.
 
 use std::path::{Path, PathBuf};

@@ -14,23 +14,23 @@ use super::redis::free_port;
 use super::wait::{POLL_EVERY, judged, wait_for_value, wait_until, wait_until_async};
 
 /// A running gateway process, killed on drop. Its log is kept in its temporary folder.
-pub struct Version {
+pub struct Gateway {
     child: Child,
     pub base: String,
     pub url: String,
     pub dir: tempfile::TempDir,
 }
 
-impl Version {
+impl Gateway {
     /// Writes `config` (YAML without `listen`/`contracts`) and `contracts` (file name, YAML) and
     /// starts `narrowgate serve` on a free port, waiting until `/readyz` answers 200.
     ///
     /// The port is free when chosen but may be taken before the gateway binds it (tests run in
     /// parallel): a gateway that exits saying so is started again on another port, twice at
     /// most. One that exits for any other reason fails the test at once, with its log.
-    pub fn start(config: &str, contracts: &[(&str, &str)]) -> Version {
+    pub fn start(config: &str, contracts: &[(&str, &str)]) -> Gateway {
         for _ in 0..3 {
-            let mut gateway = Version::spawn(config, contracts, &[]);
+            let mut gateway = Gateway::spawn(config, contracts, &[]);
             if gateway.ready_unless_exited(Duration::from_secs(60)) {
                 return gateway;
             }
@@ -65,7 +65,7 @@ impl Version {
     }
 
     /// Like [`start`](Self::start) without waiting, with extra environment variables.
-    pub fn spawn(config: &str, contracts: &[(&str, &str)], env: &[(&str, &str)]) -> Version {
+    pub fn spawn(config: &str, contracts: &[(&str, &str)], env: &[(&str, &str)]) -> Gateway {
         let ConfigDir { dir } = ConfigDir::new(config, contracts);
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("gateway.log")).expect("log file");
@@ -80,7 +80,7 @@ impl Version {
             .spawn()
             .expect("start narrowgate");
         let base = format!("http://127.0.0.1:{port}");
-        Version {
+        Gateway {
             child,
             url: format!("{base}/mcp"),
             base,
@@ -204,7 +204,7 @@ impl Version {
     }
 }
 
-impl Drop for Version {
+impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

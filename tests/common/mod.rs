@@ -4,7 +4,7 @@
 //! run third-party peers, and wait for conditions without sleeping.
 //!
 //! One module per concern; everything is re-exported here, so a test file writes
-//! `common::Version`, `common::call`, ... whichever module it lives in:
+//! `common::Gateway`, `common::call`, ... whichever module it lives in:
 //! - [`config`]: API keys, `callers:` blocks, the demo upstream's stdio config, config folders;
 //! - [`contracts`]: contract YAML several files declare the same way;
 //! - [`gateway`]: `narrowgate serve` as a child process, and waiting on its `/readyz` and log;
@@ -41,7 +41,7 @@ pub use config::{BOB, CAROL, ConfigDir, KEY, callers, demo_stdio_config, hash_ke
 #[allow(unused_imports)]
 pub use contracts::{BAD_WEATHER_TOOL, contract_file, counter_tool, echo_tool, slow_tool};
 #[allow(unused_imports)]
-pub use gateway::Version;
+pub use gateway::Gateway;
 #[allow(unused_imports)] // each test crate uses a part of them
 pub use hostile::{
     HostileHttp, hostile_stdio_upstream, hostile_upstream_bin, recorded, recorded_requests,
@@ -84,7 +84,7 @@ pub fn narrowgate_bin() -> std::path::PathBuf {
 /// Runs `attempt` every `pause` until it returns `Ok`, and returns that; once `within` has passed,
 /// panics saying `what` did not happen, with the last attempt's `Err` and the gateway's log.
 pub async fn retry_until<T>(
-    gw: &Version,
+    gw: &Gateway,
     within: Duration,
     pause: Duration,
     what: &str,

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use super::gateway::Version;
+use super::gateway::Gateway;
 use super::redis::free_port;
 
 /// nginx on `docker/nginx.conf`, stopped on drop.
@@ -18,7 +18,7 @@ pub struct Nginx {
 impl Nginx {
     /// The example configuration with both of its upstream blocks listing `replicas` (the
     /// example names two; a fleet test runs three).
-    pub fn start(replicas: &[&Version]) -> Nginx {
+    pub fn start(replicas: &[&Gateway]) -> Nginx {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/nginx.conf");

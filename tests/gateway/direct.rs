@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::common::{
-    self, BOB, HttpUpstream, KEY, Raw, Reply, Version, contract_file, echo_tool, hash_key,
+    self, BOB, Gateway, HttpUpstream, KEY, Raw, Reply, contract_file, echo_tool, hash_key,
     stateless_call_body, stateless_call_headers,
 };
 const PLAIN: &str = "application/json, text/event-stream";
@@ -24,7 +24,7 @@ fn contract() -> String {
 }
 
 /// alice may call every tool, bob only `fail`; the log shows which path answered.
-fn start() -> (HttpUpstream, Version) {
+fn start() -> (HttpUpstream, Gateway) {
     let upstream = HttpUpstream::start(&[]);
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}  - name: bob\n    api_key_sha256: {}\n    tools: [fail]\n",
@@ -32,7 +32,7 @@ fn start() -> (HttpUpstream, Version) {
         common::callers(&[]),
         hash_key(BOB)
     );
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &config,
         &[("demo.yaml", contract().as_str())],
         &[("NARROWGATE_LOG", "info,narrowgate::mcp::direct=debug")],
@@ -87,7 +87,7 @@ fn cases() -> [(&'static str, &'static str, Value, &'static str); 6] {
 }
 
 /// Asserts that the log shows `expected` calls answered by the direct path.
-fn assert_answered_directly(gw: &Version, expected: usize) {
+fn assert_answered_directly(gw: &Gateway, expected: usize) {
     let log = gw.log();
     let direct = log.matches("tools/call answered without rmcp").count();
     assert_eq!(direct, expected, "log:\n{log}");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::common::{self, KEY, Version, demo_stdio_config, hash_key};
+use super::common::{self, Gateway, KEY, demo_stdio_config, hash_key};
 
 const BOB: &str = "test-key-bob";
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -26,14 +26,14 @@ tools:
 "#;
 
 /// alice may call every tool, bob only `add`; `direct_calls` as given.
-fn start(direct_calls: bool) -> Version {
+fn start(direct_calls: bool) -> Gateway {
     let callers = format!(
         "{}  - name: bob\n    api_key_sha256: {}\n    tools: [add]\n",
         common::callers(&[]),
         hash_key(BOB)
     );
     let config = demo_stdio_config(&callers, &format!("direct_calls: {direct_calls}\n"));
-    let gw = Version::spawn(
+    let gw = Gateway::spawn(
         &config,
         &[("demo.yaml", CONTRACT)],
         &[("NARROWGATE_LOG", "info,narrowgate::mcp::direct=debug")],
@@ -304,7 +304,7 @@ fn script() -> Vec<Step> {
 }
 
 /// Runs the script against `gw`: what each step saw, by name.
-async fn run(gw: &Version) -> Vec<(&'static str, Seen)> {
+async fn run(gw: &Gateway) -> Vec<(&'static str, Seen)> {
     let client = reqwest::Client::new();
     let mut sessions: Vec<(&str, String)> = vec![];
     let mut seen = vec![];
@@ -405,7 +405,7 @@ fn last_event(stream: &str) -> Option<Value> {
         .next_back()
 }
 
-fn answered_directly(gw: &Version) -> usize {
+fn answered_directly(gw: &Gateway) -> usize {
     gw.log().matches("tools/call answered without rmcp").count()
 }
 
@@ -458,6 +458,6 @@ async fn the_direct_path_answers_exactly_as_rmcp_would() {
     assert_eq!(status("DELETE the session"), Some(200));
     // One receipt per tools/call the gateway served (the refusals before any version are not
     // calls): the one on another path left none.
-    let served = |gw: &Version| common::receipts_json(&gw.config_path(), &[]).len();
+    let served = |gw: &Gateway| common::receipts_json(&gw.config_path(), &[]).len();
     assert_eq!(served(&on), served(&off));
 }

@@ -8,20 +8,20 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::common::{
-    self, HttpUpstream, KEY, Version, call_answered, call_ok, client, structured_u64, text_of,
+    self, Gateway, HttpUpstream, KEY, call_answered, call_ok, client, structured_u64, text_of,
     upstream_counts,
 };
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n  peek_counter:\n    privilege: read\n  slow:\n    privilege: write\n    timeout: 300ms\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n";
 
 /// Starts a gateway in front of `upstream`, sending `X-Upstream-Credential: gateway-own`.
-fn gateway_for(upstream: &HttpUpstream) -> Version {
+fn gateway_for(upstream: &HttpUpstream) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n    headers: {{ X-Upstream-Credential: gateway-own }}\n{}",
         upstream.url,
         common::callers(&[])
     );
-    Version::start(&config, &[("demo.yaml", CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
 }
 
 /// What the upstream saw of one `whoami` call: its headers, and the JSON-RPC id under `:id`.

@@ -11,25 +11,25 @@ use serde_json::{Value, json};
 
 use super::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use super::common::process::run;
-use super::common::{self, HttpUpstream, KEY, Version, call, call_ok, client, text_of};
+use super::common::{self, Gateway, HttpUpstream, KEY, call, call_ok, client, text_of};
 
 const CONTRACT: &str = "upstream: demo\ntools:\n  whoami:\n    privilege: read\n  modern_only:\n    privilege: read\n  toggle_extra:\n    privilege: write\n  extra:\n    privilege: read\n";
 
 use super::forwarding::{field, seen_by_upstream};
 
 /// `/readyz` says the gateway speaks `protocol` to the demo upstream.
-fn assert_protocol(gw: &Version, protocol: &str) {
+fn assert_protocol(gw: &Gateway, protocol: &str) {
     let ready = gw.readyz();
     assert_eq!(ready["upstreams"]["demo"]["protocol"], protocol, "{ready}");
 }
 
-fn gateway_for(upstream: &HttpUpstream) -> Version {
+fn gateway_for(upstream: &HttpUpstream) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}",
         upstream.url,
         common::callers(&[])
     );
-    Version::start(&config, &[("demo.yaml", CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
 }
 
 /// Proves: an upstream that offers 2026-07-28 is spoken to in it (`/readyz` says so); the tool
@@ -100,7 +100,7 @@ tools:
 
 /// Runs the Python SDK client of `tests/clients/py2_asks_client.py` (every callback, a
 /// 2025-11-25 session) with `calls` through `gw`; what it printed.
-fn python_client(gw: &Version, calls: Value) -> Value {
+fn python_client(gw: &Gateway, calls: Value) -> Value {
     let ran = run(
         std::process::Command::new(py2_python())
             .arg(py_client_script("py2_asks_client.py"))
@@ -170,13 +170,13 @@ async fn an_upstreams_input_request_is_answered_by_the_client_once() {
 }
 
 /// A gateway with the asking tools of `upstream`.
-fn asking_gateway(upstream: &HttpUpstream) -> Version {
+fn asking_gateway(upstream: &HttpUpstream) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}",
         upstream.url,
         common::callers(&[])
     );
-    Version::start(&config, &[("demo.yaml", ASKING_CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", ASKING_CONTRACT)])
 }
 
 /// Proves: the gateway drives as many rounds as the upstream asks for, up to 8: a call that
@@ -224,7 +224,7 @@ resources:
         upstream.url,
         common::hash_key(KEY)
     );
-    let gw = Version::start(&config, &[("demo.yaml", CONTRACT)]);
+    let gw = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gw.wait_tools_joined("demo", &["touch_resource"]);
     assert_eq!(gw.readyz()["upstreams"]["demo"]["protocol"], "2026-07-28");
     let (session, mut updates) = common::listening(&gw.url, KEY).await;

@@ -219,7 +219,7 @@ async fn the_python_sdk_steps_up_by_itself() {
         &format!("  issuer: https://idp.test\n  audience: {AUDIENCE}\n"),
     )
     .replace("https://as.test", &authorization_server.base);
-    let gw = common::Version::start(&config, &[("demo.yaml", super::contracts().as_str())]);
+    let gw = common::Gateway::start(&config, &[("demo.yaml", super::contracts().as_str())]);
     let out = run(
         std::process::Command::new(py2_python())
             .arg(py_client_script("py2_oauth_client.py"))

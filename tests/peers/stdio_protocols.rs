@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::peers::{mcp_server_time, node_bin};
-use crate::common::{self, KEY, Version, callers};
+use crate::common::{self, Gateway, KEY, callers};
 
 /// rmcp's client waits this long for an unanswered `server/discover` before it falls back to
 /// `initialize`; a legacy server that answers it with an error costs none of it.
@@ -34,7 +34,7 @@ async fn stdio_servers_are_spoken_to_in_the_protocol_they_offer() {
          {type: object, properties: {timezone: {type: string, enum: [UTC]}}, required: [timezone], \
          additionalProperties: false}\n";
     let started = Instant::now();
-    let gw = Version::start(&config, &[("time.yaml", contract)]);
+    let gw = Gateway::start(&config, &[("time.yaml", contract)]);
     gw.wait_tools_joined("time", &["get_current_time"]);
     let ready = gw.readyz();
     let took = started.elapsed();

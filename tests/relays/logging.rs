@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::peers::{py2_python, repo_root};
 use crate::common::process::{spawn_logged, wait_listening};
-use crate::common::{KEY, Raw, Version, callers, free_port};
+use crate::common::{Gateway, KEY, Raw, callers, free_port};
 use crate::over::Over;
 
 /// The Python SDK upstream of tests/relays/py_upstream.py, killed on drop.
@@ -68,7 +68,7 @@ async fn log_messages_reach_the_caller_at_its_level() {
     );
     let contract =
         "upstream: py\ntools:\n  log_steps:\n    privilege: read\n    input: { type: object }\n";
-    let gateway = Version::start(&config, &[("py.yaml", contract)]);
+    let gateway = Gateway::start(&config, &[("py.yaml", contract)]);
     gateway.wait_tools_joined("py", &["log_steps"]);
     let raw = Raw::new(&gateway.url);
     let call = json!({"name": "log_steps", "arguments": {}});
@@ -151,7 +151,7 @@ async fn a_stdio_upstreams_log_messages_reach_the_only_call_in_flight() {
 
 async fn stdio_log_messages_reach_the_call(over: Over<'_>) {
     let contract = "upstream: demo\ntools:\n  test_tool_with_logging:\n    privilege: read\n    input: { type: object }\n";
-    let gateway = Version::start(&over.config(&callers(&[])), &[("demo.yaml", contract)]);
+    let gateway = Gateway::start(&over.config(&callers(&[])), &[("demo.yaml", contract)]);
     gateway.wait_tools_joined("demo", &["test_tool_with_logging"]);
     over.assert_spoken(&gateway);
     let over = over.name();
@@ -230,7 +230,7 @@ async fn stdio_log_messages_reach_the_call(over: Over<'_>) {
 async fn a_2026_stdio_call_asks_for_every_log_level_in_its_meta() {
     let over = Over::Stdio { legacy: false };
     let contract = format!("upstream: demo\ntools:\n{}", crate::meta::ECHO_META);
-    let gateway = Version::start(&over.config(&callers(&[])), &[("demo.yaml", &contract)]);
+    let gateway = Gateway::start(&over.config(&callers(&[])), &[("demo.yaml", &contract)]);
     gateway.wait_tools_joined("demo", &["echo_meta"]);
     over.assert_spoken(&gateway);
     let raw = Raw::new(&gateway.url);

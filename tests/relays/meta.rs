@@ -2,18 +2,18 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{KEY, Raw, Version, callers, upstream::HttpUpstream};
+use crate::common::{Gateway, KEY, Raw, callers, upstream::HttpUpstream};
 
 /// The demo upstream over Streamable HTTP as `demo` (so calls take the gateway's forwarder),
 /// with `echo_meta` under contract and `extra` config lines.
-pub fn gateway_on_http(upstream: &HttpUpstream, tools: &str, extra: &str) -> Version {
+pub fn gateway_on_http(upstream: &HttpUpstream, tools: &str, extra: &str) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}{extra}",
         upstream.url,
         callers(&[])
     );
     let contract = format!("upstream: demo\ntools:\n{tools}");
-    let gateway = Version::start(&config, &[("demo.yaml", &contract)]);
+    let gateway = Gateway::start(&config, &[("demo.yaml", &contract)]);
     gateway.wait_tools_joined("demo", &[]);
     gateway
 }

@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{KEY, POLL_EVERY, Raw, Version, callers, retry_until};
+use crate::common::{Gateway, KEY, POLL_EVERY, Raw, callers, retry_until};
 use crate::over::{Over, Upstreams};
 
 const TOOLS: &str = "  test_tool_with_progress:\n    privilege: read\n    input: { type: object }\n  slow:\n    privilege: write\n    timeout: 60s\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n  peek_counter:\n    privilege: read\n    input: { type: object }\n";
 
 /// The gateway in front of the demo upstream reached `over` this way.
-fn gateway(over: Over<'_>) -> Version {
+fn gateway(over: Over<'_>) -> Gateway {
     let config = over.config(&callers(&[]));
     let contract = format!("upstream: demo\ntools:\n{TOOLS}");
-    let gateway = Version::start(&config, &[("demo.yaml", &contract)]);
+    let gateway = Gateway::start(&config, &[("demo.yaml", &contract)]);
     gateway.wait_tools_joined("demo", &["slow"]);
     over.assert_spoken(&gateway);
     gateway

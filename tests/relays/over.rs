@@ -3,7 +3,7 @@
 //! session (`--legacy`), and rmcp's client to a stdio child speaking 2026-07-28 (its calls
 //! through rmcp's `Peer`, MRTR included) and one speaking 2025-11-25 (`stdio --legacy`).
 
-use crate::common::{HttpUpstream, Version, demo_upstream_bin};
+use crate::common::{Gateway, HttpUpstream, demo_upstream_bin};
 
 /// One kind of upstream connection.
 #[derive(Clone, Copy)]
@@ -79,7 +79,7 @@ impl Over<'_> {
 
     /// Panics unless `gateway`'s `/readyz` reports the demo upstream, up, on this connection's
     /// protocol: a test meant for one protocol never runs on the other unnoticed.
-    pub fn assert_spoken(&self, gateway: &Version) {
+    pub fn assert_spoken(&self, gateway: &Gateway) {
         let ready = gateway.readyz();
         assert_eq!(
             ready["upstreams"]["demo"]["protocol"],

@@ -5,16 +5,16 @@ use serde_json::{Value, json};
 
 use super::requests::{BOB_KEY, CONTRACT, stateless};
 use crate::common::raw::result_text;
-use crate::common::{KEY, Redis, Version, callers, receipts_json, upstream::HttpUpstream};
+use crate::common::{Gateway, KEY, Redis, callers, receipts_json, upstream::HttpUpstream};
 
 /// A gateway in front of `upstream` sharing its state through Redis at `port`.
-fn replica(upstream: &HttpUpstream, port: u16) -> Version {
+fn replica(upstream: &HttpUpstream, port: u16) -> Gateway {
     let config = format!(
         "upstreams:\n  demo:\n    url: {}\n{}state: redis://127.0.0.1:{port}\n",
         upstream.url,
         callers(&[("bob", BOB_KEY, "['*']")])
     );
-    let gateway = Version::start(&config, &[("demo.yaml", CONTRACT)]);
+    let gateway = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gateway.wait_tools_joined("demo", &["test_elicitation"]);
     gateway
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use crate::common::process::run;
 use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
-use crate::common::{KEY, Raw, Version, callers, receipts_json, upstream::HttpUpstream};
+use crate::common::{Gateway, KEY, Raw, callers, receipts_json, upstream::HttpUpstream};
 use crate::over::{Over, Upstreams};
 
 /// A second caller's key.
@@ -32,9 +32,9 @@ tools:
 ";
 
 /// The gateway in front of the demo upstream reached `over` this way.
-fn gateway(over: Over<'_>) -> Version {
+fn gateway(over: Over<'_>) -> Gateway {
     let config = over.config(&callers(&[("bob", BOB_KEY, "['*']")]));
-    let gateway = Version::start(&config, &[("demo.yaml", CONTRACT)]);
+    let gateway = Gateway::start(&config, &[("demo.yaml", CONTRACT)]);
     gateway.wait_tools_joined("demo", &["test_sampling", "list_roots"]);
     over.assert_spoken(&gateway);
     gateway
@@ -42,12 +42,12 @@ fn gateway(over: Over<'_>) -> Version {
 
 /// Runs the Python client with `capabilities` (`all` or `none`) and `calls` in a 2025-11-25
 /// session; what it printed.
-fn client(gateway: &Version, capabilities: &str, calls: Value) -> Value {
+fn client(gateway: &Gateway, capabilities: &str, calls: Value) -> Value {
     client_in(gateway, capabilities, calls, "legacy")
 }
 
 /// The same in the SDK's `mode` (`legacy`: a session; `auto`: stateless 2026-07-28 here).
-fn client_in(gateway: &Version, capabilities: &str, calls: Value, mode: &str) -> Value {
+fn client_in(gateway: &Gateway, capabilities: &str, calls: Value, mode: &str) -> Value {
     let ran = run(
         std::process::Command::new(py2_python())
             .arg(py_client_script("py2_asks_client.py"))
@@ -184,7 +184,7 @@ async fn a_stateless_clients_callbacks_answer_through_mrtr_once_each() {
 /// A stateless `tools/call` of `tool` with `arguments` as the caller with `key`, its client
 /// declaring elicitation, with `extra` merged into `params`: the JSON-RPC reply's message.
 pub(super) async fn stateless(
-    gateway: &Version,
+    gateway: &Gateway,
     key: &str,
     tool: &str,
     arguments: Value,

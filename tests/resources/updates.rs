@@ -3,12 +3,12 @@
 
 use serde_json::json;
 
-use crate::common::{self, KEY, Version, listening};
+use crate::common::{self, Gateway, KEY, listening};
 
 /// The gateway with the demo upstream on `legacy`'s protocol, which `/readyz` reports.
-fn start_over(legacy: bool) -> (Version, &'static str) {
+fn start_over(legacy: bool) -> (Gateway, &'static str) {
     let spoken = if legacy { "2025-11-25" } else { "2026-07-28" };
-    let gw = Version::start(
+    let gw = Gateway::start(
         &super::config_over(legacy),
         &[("demo.yaml", super::CONTRACT)],
     );
