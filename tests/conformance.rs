@@ -9,7 +9,7 @@
 // sessions, which the suite and these tests use, still carry them.
 #![allow(deprecated)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

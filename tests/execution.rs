@@ -2,7 +2,7 @@
 //! timeouts, retries of idempotent tools only, at-most-once for the others, dedupe, invalid
 //! JSON-RPC from an upstream, and tool-list changes under load.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

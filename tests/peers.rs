@@ -4,7 +4,7 @@
 //! official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2) and the MCP Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
 //! fails the test with a pointer to that script.
 
-mod common;
+use crate::common;
 #[path = "peers/stdio_protocols.rs"]
 mod stdio_protocols;
 

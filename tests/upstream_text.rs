@@ -4,7 +4,7 @@
 //! JSON-RPC errors arrive as one bounded, escaped text block; result rejections name the
 //! contract, never the result; an output contract no result can meet disables the tool.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

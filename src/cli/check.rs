@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::config::{Config, LoadError, UpstreamTransport};
 use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{Approval, ContractSet, SideEffects, ToolContract, digest};
-use crate::gateway::catalog::{Catalog, Entry};
+use crate::runtime::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 
 mod table;

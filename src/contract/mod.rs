@@ -9,7 +9,7 @@ pub mod enforce;
 pub mod keywords;
 pub mod narrow;
 pub mod publish;
-pub mod relay;
+pub mod relay_policy;
 pub mod resources;
 pub mod schema;
 pub mod when;
@@ -124,7 +124,7 @@ struct ToolContractFields {
     /// Which requests the upstream may send to the calling client while the tool runs
     /// (`sampling`, `elicitation`, `roots`; each `true` by default). A refused one gets a
     /// JSON-RPC error upstream, never an answer.
-    relay: Option<relay::RelayPolicy>,
+    relay: Option<relay_policy::RelayPolicy>,
     /// Who must approve each call before it is forwarded: `none` (the default), `user` (the
     /// calling client's user, asked through MCP elicitation) or `approver` (a caller or role
     /// listed in the configuration's `approvers`, through `narrowgate approvals` or
@@ -221,7 +221,7 @@ pub struct ToolContract {
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
     /// The requests from the upstream relayed to the client during a call.
-    pub relay: relay::RelayPolicy,
+    pub relay: relay_policy::RelayPolicy,
 }
 
 impl std::fmt::Debug for ToolContract {

@@ -18,9 +18,9 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::sync::Notify;
 
+use super::call_relay::{self, ProgressRoutes};
 use super::forward::Forwarder;
 use super::inflight::InFlight;
-use super::relay::{self, ProgressRoutes};
 use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
@@ -56,7 +56,7 @@ impl UpstreamClient {
     async fn relay_of(
         &self,
         context: &rmcp::service::RequestContext<RoleClient>,
-    ) -> Option<Arc<relay::CallRelay>> {
+    ) -> Option<Arc<call_relay::CallRelay>> {
         match context
             .extensions
             .get::<rmcp::service::InboundStreamOrigin>()
@@ -78,7 +78,7 @@ impl UpstreamClient {
         params: serde_json::Value,
         context: &rmcp::service::RequestContext<RoleClient>,
     ) -> Result<T, rmcp::ErrorData> {
-        let answer = relay::ask(self.relay_of(context).await, method, params).await?;
+        let answer = call_relay::ask(self.relay_of(context).await, method, params).await?;
         serde_json::from_value(answer).map_err(|error| {
             rmcp::ErrorData::internal_error(
                 format!("the client's answer to {method} is malformed: {error}"),
@@ -185,7 +185,7 @@ impl ClientHandler for UpstreamClient {
     ) {
         match self.in_flight.owner_of_log() {
             Some(call) => call.client.log(params),
-            None => relay::log_unrelated(&self.upstream, &params),
+            None => call_relay::log_unrelated(&self.upstream, &params),
         }
     }
 }

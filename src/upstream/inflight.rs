@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::RequestId;
 
-use super::relay::CallRelay;
+use super::call_relay::CallRelay;
 
 /// The calls in flight on one upstream.
 #[derive(Default)]
@@ -193,7 +193,7 @@ impl Drop for Entered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::relay::tests::silent_relay;
+    use crate::upstream::call_relay::tests::silent_relay;
 
     /// Proves: a message is given to a call only when that call is the only one in flight (a
     /// second call, even one without a relay, makes it nobody's), and a call rmcp sent is found

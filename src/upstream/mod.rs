@@ -6,6 +6,7 @@
 //! upstream answers at once.
 
 mod by_peer;
+pub mod call_relay;
 mod connect;
 mod events;
 mod forward;
@@ -17,7 +18,6 @@ mod mrtr;
 mod once;
 #[cfg(test)]
 mod raw_server;
-pub mod relay;
 mod revision;
 mod sse;
 mod stderr;
@@ -135,7 +135,7 @@ pub struct Upstream {
     pub default_timeout: Option<Duration>,
     current: RwLock<Current>,
     /// Where progress for the gateway's tokens goes (`relay`), whichever connection brings it.
-    progress: Arc<relay::ProgressRoutes>,
+    progress: Arc<call_relay::ProgressRoutes>,
     /// The calls in flight, to tell whose an upstream's request or log message is.
     in_flight: Arc<inflight::InFlight>,
     /// The resource URIs client sessions subscribed to (`watch`).
@@ -241,13 +241,13 @@ impl Upstream {
         // The gateway answers an upstream's input requests itself (`mrtr`), whatever the client
         // put in these fields.
         mrtr::clear(&mut params);
-        let relay = relay::current();
+        let relay = call_relay::current();
         // The client asked for progress: the upstream gets a token of the gateway's own.
         let _route = relay
             .as_ref()
             .filter(|r| r.progress_token.is_some())
             .map(|r| {
-                let token = relay::fresh_token();
+                let token = call_relay::fresh_token();
                 params
                     .meta
                     .get_or_insert_with(RequestMetaObject::new)
@@ -285,7 +285,7 @@ impl Upstream {
         &self,
         route: Route,
         mut params: CallToolRequestParams,
-        relay: Option<&Arc<relay::CallRelay>>,
+        relay: Option<&Arc<call_relay::CallRelay>>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
@@ -377,7 +377,7 @@ impl Upstream {
                     };
                     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
                         .await;
-                    relay::ask_for_every_log(&self.name, &peer).await;
+                    call_relay::ask_for_every_log(&self.name, &peer).await;
                     match peer.list_all_tools().await {
                         Err(e) => format!("listing tools failed: {e}"),
                         Ok(tools) => {

@@ -1,7 +1,7 @@
 //! Resource subscriptions on an upstream, whichever protocol it speaks.
 //!
 //! A client session's `resources/subscribe` is relayed to the upstream once, on the connection
-//! all sessions share (each session hears only of its own URIs: `gateway::subscriptions`). A
+//! all sessions share (each session hears only of its own URIs: `mcp::subscriptions`). A
 //! legacy upstream gets `resources/subscribe`. A 2026-07-28 upstream has no such method: it
 //! sends `notifications/resources/updated` only on a `subscriptions/listen` stream whose filter
 //! names the URIs. [`ResourceWatch`] keeps one such stream per connection for every URI

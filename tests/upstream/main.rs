@@ -1,6 +1,6 @@
 //! `demo-upstream`: the repository's own MCP upstream server.
 //!
-//! It is used by the example configuration (`cargo run --example demo-upstream`), by the
+//! It is used by the example configuration (`cargo run --bin demo-upstream`), by the
 //! integration tests (as a conforming and a deliberately non-conforming upstream) and by the
 //! benchmarks. It serves a fixed set of tools (see `catalog.rs`), and everything the official MCP
 //! conformance suite's server scenarios call (`conformance.rs`: tools; `content.rs`: resources,
@@ -16,7 +16,7 @@
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
 //! the listening socket is bound. Logs (`RUST_LOG`, default `warn`) always go to stderr.
 
-// `cargo test --example demo-upstream` builds this under the test harness (unit tests in
+// `cargo test --bin demo-upstream` builds this under the test harness (unit tests in
 // `tools.rs`), where `main` and everything only it reaches are unused, which is expected.
 #![cfg_attr(test, allow(dead_code))]
 
