@@ -4,12 +4,17 @@ versions (see `Sdk`) and calls `main`.
 
     pyN_client.py URL API_KEY MODE STEPS_JSON
 
-URL         the MCP endpoint, e.g. http://127.0.0.1:PORT/mcp
+URL         the MCP endpoint, e.g. http://127.0.0.1:PORT/mcp, or `stdio:` + JSON {"command", "args", "env"} to
+            start a stdio server (its environment: PATH, HOME and `env`, as the gateway gives its stdio
+            upstreams), so that one client's answers can be compared directly and through the gateway
 API_KEY     sent as `Authorization: Bearer API_KEY`; `-` sends no Authorization header
 MODE        `auto` or `legacy`: the handshake, for SDKs that have a choice (see each driver)
 STEPS_JSON  a JSON array of steps:
             {"op": "list"}                                   -> {"tools": [{name, title, description,
-                                                                  inputSchema, outputSchema, annotations}]}
+                                                                  inputSchema, outputSchema, annotations,
+                                                                  _meta}]}
+            {"op": "resources"}                              -> {"resources": [...]} (every page)
+            {"op": "read", "uri": "..."}                     -> {"contents": [...]}
             {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
                                                                   "content_blocks": [...], "structured_content",
                                                                   "meta"}
@@ -36,7 +41,7 @@ from typing import Any, AsyncContextManager, Awaitable, Callable
 import anyio
 
 TIMEOUT = float(os.environ.get("PY_CLIENT_TIMEOUT", "30"))
-TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 
 
 @dataclass
@@ -50,6 +55,10 @@ class Sdk:
     list_page: Callable[[Any, Any], Awaitable[tuple]]
     # json_rpc_error(exc): (code, message, data) when `exc` is the SDK's JSON-RPC error, else None.
     json_rpc_error: Callable[[BaseException], Any]
+    # resources_page(session, cursor): one page of resources/list, as (resources, next cursor or None).
+    resources_page: Callable[[Any, Any], Awaitable[tuple]] = None
+    # read_resource(session, uri): the resources/read result.
+    read_resource: Callable[[Any, str], Awaitable[Any]] = None
 
 
 def leaf(exc):
@@ -96,11 +105,24 @@ async def call_tool(session, name, arguments):
     }
 
 
+async def list_resources(sdk, session):
+    resources, cursor = [], None
+    while True:
+        page, cursor = await sdk.resources_page(session, cursor)
+        resources += [dump(r) for r in page]
+        if cursor is None:
+            return {"resources": resources}
+
+
 async def run_step(sdk, session, step):
     try:
         with anyio.fail_after(TIMEOUT):
             if step["op"] == "list":
                 return await list_tools(sdk, session)
+            if step["op"] == "resources":
+                return await list_resources(sdk, session)
+            if step["op"] == "read":
+                return {"contents": [dump(c) for c in (await sdk.read_resource(session, step["uri"])).contents]}
             return await call_tool(session, step["name"], step.get("arguments"))
     except Exception as exc:  # recorded, the next step still runs
         return describe(sdk, exc)
@@ -141,6 +163,16 @@ async def run(sdk, url, api_key, mode, steps):
     return out
 
 
+def stdio_server(url):
+    """The (command, args, env) of a `stdio:` URL, else None. The environment is PATH, HOME and `env`."""
+    if not url.startswith("stdio:"):
+        return None
+    spec = json.loads(url[len("stdio:"):])
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    env.update(spec.get("env") or {})
+    return spec["command"], spec.get("args") or [], env
+
+
 def main(script, sdk):
     """Runs the driver `script` (its file name, for messages) on `sdk` with the command line's arguments."""
 
@@ -160,8 +192,13 @@ def main(script, sdk):
     if not isinstance(steps, list):
         usage("STEPS_JSON must be a JSON array")
     for s in steps:
-        if not (isinstance(s, dict) and (s.get("op") == "list" or (s.get("op") == "call" and isinstance(s.get("name"), str)))):
-            usage(f"bad step {s!r}: want {{\"op\":\"list\"}} or {{\"op\":\"call\",\"name\":...,\"arguments\":{{...}}}}")
+        ok = isinstance(s, dict) and (
+            s.get("op") in ("list", "resources")
+            or (s.get("op") == "call" and isinstance(s.get("name"), str))
+            or (s.get("op") == "read" and isinstance(s.get("uri"), str))
+        )
+        if not ok:
+            usage(f"bad step {s!r}: want op list, resources, call (name, arguments) or read (uri)")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     # SDK deprecation notices (e.g. streamablehttp_client in mcp 1.30) would only clutter the test's stderr.
     warnings.simplefilter("ignore")
