@@ -2,9 +2,12 @@
 //! (Streamable HTTP), `mcp-server-time` and `@modelcontextprotocol/server-filesystem` (stdio), and
 //! clients the official Python SDKs (`mcp` 2.3.0 in both handshake modes, `mcp` 1.30.0), the
 //! official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2) and the MCP Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
-//! fails the test with a pointer to that script.
+//! fails the test with a pointer to that script. `peers/real_servers.rs`: each of the MCP project's
+//! servers from `init` to `serve`, answering every client as it does directly.
 
 mod common;
+#[path = "peers/real_servers.rs"]
+mod real_servers;
 #[path = "peers/stdio_protocols.rs"]
 mod stdio_protocols;
 
