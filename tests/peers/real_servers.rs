@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::peers::{CLIENT_DEADLINE, PyClient, node_bin, peers_dir, ts_client};
+use crate::common::peers::{CLIENT_DEADLINE, node_bin, peers_dir, repo_root};
 use crate::common::process::run;
 use crate::common::{ConfigDir, Gateway, KEY, hash_key, narrowgate_bin};
 
@@ -76,7 +76,8 @@ impl Stdio {
             .iter()
             .map(|(k, v)| (k.clone(), json!(v)))
             .collect();
-        let spec = json!({"command": self.command.display().to_string(), "args": self.args, "env": env});
+        let spec =
+            json!({"command": self.command.display().to_string(), "args": self.args, "env": env});
         format!("stdio:{spec}")
     }
 }
@@ -107,7 +108,11 @@ pub fn init_check_serve(server: &Stdio) -> (Gateway, String) {
     );
     let gw = Gateway::start(&config, &[(&format!("{}.yaml", server.name), &draft)]);
     wait_all_joined(&gw, server.name);
-    eprintln!("{}: init, check, serve in {:?}", server.name, started.elapsed());
+    eprintln!(
+        "{}: init, check, serve in {:?}",
+        server.name,
+        started.elapsed()
+    );
     (gw, draft)
 }
 
@@ -132,6 +137,21 @@ fn wait_all_joined(gw: &Gateway, upstream: &str) {
             r["upstreams"][upstream]["state"] == "up" && joined
         },
     );
+}
+
+/// Each client step's timeout, in seconds (the drivers' `PY_CLIENT_TIMEOUT`/`TS_CLIENT_TIMEOUT`).
+const STEP_TIMEOUT: &str = "45";
+/// How long one client run may take in all.
+const RUN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
+
+/// `path`, which tests/setup-peers.sh installs; a missing one fails saying so.
+fn existing(path: PathBuf) -> PathBuf {
+    assert!(
+        path.exists(),
+        "test peer missing at {}: run tests/setup-peers.sh (or tests/run.sh, which runs it)",
+        path.display()
+    );
+    path
 }
 
 /// The official clients the comparison runs.
@@ -168,12 +188,36 @@ impl Client {
             Target::Direct(server) => (server.client_url(), "-"),
             Target::Gateway(url) => (url.to_string(), KEY),
         };
-        let out = match self {
-            Client::Python2 => PyClient::V2("auto").run(&url, key, &json!(steps)),
-            Client::Python1 => PyClient::V1.run(&url, key, &json!(steps)),
-            Client::TypeScript => ts_client(&url, key, &json!({"steps": steps})),
+        let root = peers_dir();
+        let clients = repo_root().join("tests/clients");
+        let mut cmd = match self {
+            Client::Python2 | Client::Python1 => {
+                let (venv, script, mode) = match self {
+                    Client::Python2 => ("py2", "py2_client.py", "auto"),
+                    _ => ("py1", "py1_client.py", "legacy"),
+                };
+                let mut cmd = Command::new(existing(root.join(venv).join("bin/python")));
+                cmd.arg(clients.join(script))
+                    .args([&url, key, mode, &json!(steps).to_string()]);
+                cmd
+            }
+            Client::TypeScript => {
+                existing(root.join("node/node_modules/@modelcontextprotocol/sdk/package.json"));
+                let mut cmd = Command::new("node");
+                cmd.arg(clients.join("ts_client.mjs"))
+                    .arg(root.join("node"))
+                    .args([&url, key, &json!({"steps": steps}).to_string()]);
+                cmd
+            }
             Client::Inspector => return steps.iter().map(|s| inspector(target, s)).collect(),
         };
+        // Longer than the drivers' defaults: a slow server start on a busy CI machine is not
+        // what these tests are about.
+        cmd.env("PY_CLIENT_TIMEOUT", STEP_TIMEOUT)
+            .env("TS_CLIENT_TIMEOUT", STEP_TIMEOUT);
+        let ran = run(&mut cmd, RUN_DEADLINE);
+        assert_eq!(ran.code, Some(0), "{self:?} failed: {}", ran.stderr);
+        let out = ran.json();
         let results = out["results"].as_array().cloned();
         results.unwrap_or_else(|| panic!("{self:?} did not connect: {out}"))
     }
@@ -189,11 +233,14 @@ fn inspector(target: Target, step: &Value) -> Value {
     if let Target::Gateway(url) = target {
         cmd.arg(url);
     }
-    cmd.args(["--format", "json"]);
+    // The default 15 s to connect is too short for a Python server starting on a busy CI machine.
+    cmd.args(["--format", "json", "--connect-timeout", "60000"]);
     match step["op"].as_str() {
         Some("list") => cmd.args(["--method", "tools/list"]),
         Some("resources") => cmd.args(["--method", "resources/list"]),
-        Some("read") => cmd.args(["--method", "resources/read", "--uri"]).arg(str_of(step, "uri")),
+        Some("read") => cmd
+            .args(["--method", "resources/read", "--uri"])
+            .arg(str_of(step, "uri")),
         _ => cmd
             .args(["--method", "tools/call", "--tool-name"])
             .arg(str_of(step, "name"))
@@ -219,7 +266,7 @@ fn inspector(target: Target, step: &Value) -> Value {
                 .arg(format!("Authorization: Bearer {KEY}"));
         }
     }
-    let ran = run(&mut cmd, CLIENT_DEADLINE);
+    let ran = run(&mut cmd, RUN_DEADLINE);
     // Exit 5 is a tool result with isError (printed like any result); others failed.
     if !matches!(ran.code, Some(0) | Some(5)) {
         return json!({"exception": {"code": ran.code, "message": ran.stderr.trim()}});
@@ -291,26 +338,40 @@ fn comparable(step: &Value, result: &Value) -> Value {
     }
 }
 
-/// Runs `steps` through every client, directly and through `gw`, all at once; panics listing
-/// every step whose answers differ (or that failed directly: the comparison needs a real answer).
-pub fn assert_same_through_gateway(server: &Stdio, gw: &Gateway, steps: &[Value]) {
+/// What differed between the direct and the gateway's answers, with the gateway's log: asserted
+/// empty at a test's end, so that the rest of the test (the narrowed contract) runs either way.
+#[must_use = "assert_none() it"]
+pub struct Differences {
+    server: &'static str,
+    found: Vec<String>,
+    log: String,
+}
+
+impl Differences {
+    /// Panics listing every difference.
+    #[track_caller]
+    pub fn assert_none(self) {
+        assert!(
+            self.found.is_empty(),
+            "{}: {} answers differ through the gateway:\n{}\ngateway log (tail):\n{}",
+            self.server,
+            self.found.len(),
+            self.found.join("\n"),
+            self.log
+        );
+    }
+}
+
+/// Runs `steps` through every client, directly and through `gw`, all at once; returns every
+/// step whose answers differ (or that failed directly: the comparison needs a real answer).
+pub fn compare_through_gateway(server: &Stdio, gw: &Gateway, steps: &[Value]) -> Differences {
     let started = std::time::Instant::now();
     let runs: Vec<(Client, Vec<Value>, Vec<Value>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = CLIENTS
             .iter()
             .map(|&client| {
-                let direct = scope.spawn(move || {
-                    let t = std::time::Instant::now();
-                    let r = client.run(Target::Direct(server), steps);
-                    eprintln!("{client:?} direct {:?}", t.elapsed());
-                    r
-                });
-                let through = scope.spawn(move || {
-                    let t = std::time::Instant::now();
-                    let r = client.run(Target::Gateway(&gw.url), steps);
-                    eprintln!("{client:?} gateway {:?}", t.elapsed());
-                    r
-                });
+                let direct = scope.spawn(move || client.run(Target::Direct(server), steps));
+                let through = scope.spawn(move || client.run(Target::Gateway(&gw.url), steps));
                 (client, direct, through)
             })
             .collect();
@@ -324,6 +385,7 @@ pub fn assert_same_through_gateway(server: &Stdio, gw: &Gateway, steps: &[Value]
             })
             .collect()
     });
+    // Where a slow test spends its time, in its output.
     eprintln!("{}: clients in {:?}", server.name, started.elapsed());
     let mut differences = Vec::new();
     for (client, direct, through) in &runs {
@@ -344,14 +406,11 @@ pub fn assert_same_through_gateway(server: &Stdio, gw: &Gateway, steps: &[Value]
             }
         }
     }
-    assert!(
-        differences.is_empty(),
-        "{}: {} answers differ through the gateway:\n{}\ngateway log (tail):\n{}",
-        server.name,
-        differences.len(),
-        differences.join("\n"),
-        tail(&gw.log(), 400)
-    );
+    Differences {
+        server: server.name,
+        found: differences,
+        log: tail(&gw.log(), 40),
+    }
 }
 
 fn short(value: &Value) -> String {
@@ -365,6 +424,13 @@ fn short(value: &Value) -> String {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `steps` (a JSON array) through `gw` with the Python SDK 2.x: the operator's narrowed contract
+/// seen by a client.
+pub fn py2_through(gw: &Gateway, steps: &Value) -> Vec<Value> {
+    let steps = steps.as_array().expect("steps are an array");
+    Client::Python2.run(Target::Gateway(&gw.url), steps)
 }
 
 /// One call step.

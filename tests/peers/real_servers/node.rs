@@ -4,11 +4,11 @@
 use serde_json::{Value, json};
 
 use super::{
-    Stdio, assert_refused, assert_same_through_gateway, assert_unknown_tool, call,
-    init_check_serve, serve_narrowed, snapshot,
+    Stdio, assert_refused, assert_unknown_tool, call, compare_through_gateway, init_check_serve,
+    py2_through, serve_narrowed, snapshot,
 };
-use crate::common::peers::{PyClient, node_bin};
-use crate::common::{KEY, PG_USER, Postgres};
+use crate::common::peers::node_bin;
+use crate::common::{PG_USER, Postgres};
 use crate::regex_escape;
 
 /// A 1×1 PNG: what `read_media_file` must hand back as an image block, not as text.
@@ -36,25 +36,27 @@ fn server_filesystem_serves_as_directly_and_narrowed_refuses_writes_and_traversa
     std::fs::write(root.join("private/secret.txt"), "PRIVATE-SECRET").expect("write");
     let root_text = root.display().to_string();
     let at = |rel: &str| root.join(rel).display().to_string();
-    let server = Stdio::new(
-        "files",
-        node_bin("mcp-server-filesystem"),
-        &[&root_text],
-    );
+    let server = Stdio::new("files", node_bin("mcp-server-filesystem"), &[&root_text]);
 
     let (gw, _draft) = init_check_serve(&server);
     let steps = [
         json!({"op": "list"}),
         call("read_text_file", json!({"path": at("public/note.txt")})),
-        call("read_text_file", json!({"path": at("public/note.txt"), "head": 1})),
+        call(
+            "read_text_file",
+            json!({"path": at("public/note.txt"), "head": 1}),
+        ),
         call("read_media_file", json!({"path": at("public/img/dot.png")})),
         call("list_directory", json!({"path": at("public")})),
         call("directory_tree", json!({"path": at("public")})),
-        call("search_files", json!({"path": root_text, "pattern": "**/*.txt"})),
+        call(
+            "search_files",
+            json!({"path": root_text, "pattern": "**/*.txt"}),
+        ),
         call("list_allowed_directories", json!({})),
     ];
     let before = snapshot(&root);
-    assert_same_through_gateway(&server, &gw, &steps);
+    let differences = compare_through_gateway(&server, &gw, &steps);
     drop(gw);
 
     let pattern = format!(
@@ -70,15 +72,26 @@ fn server_filesystem_serves_as_directly_and_narrowed_refuses_writes_and_traversa
     let gw = serve_narrowed(&server, &contract);
     let steps = json!([
         call("read_text_file", json!({"path": at("public/note.txt")})),
-        call("read_text_file", json!({"path": at("public/../private/secret.txt")})),
+        call(
+            "read_text_file",
+            json!({"path": at("public/../private/secret.txt")})
+        ),
         call("read_text_file", json!({"path": at("private/secret.txt")})),
-        call("write_file", json!({"path": at("public/note.txt"), "content": "overwritten"})),
-        call("edit_file", json!({"path": at("public/note.txt"), "edits": [{"oldText": "public", "newText": "x"}]})),
-        call("move_file", json!({"source": at("public/note.txt"), "destination": at("moved.txt")})),
+        call(
+            "write_file",
+            json!({"path": at("public/note.txt"), "content": "overwritten"})
+        ),
+        call(
+            "edit_file",
+            json!({"path": at("public/note.txt"), "edits": [{"oldText": "public", "newText": "x"}]})
+        ),
+        call(
+            "move_file",
+            json!({"source": at("public/note.txt"), "destination": at("moved.txt")})
+        ),
         call("create_directory", json!({"path": at("public/new")})),
     ]);
-    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
-    let r = &out["results"];
+    let r = &py2_through(&gw, &steps);
     assert_eq!(r[0]["is_error"], false, "{}\n{}", r[0], gw.log());
     assert!(r[0].to_string().contains("public note"), "{}", r[0]);
     for escape in [&r[1], &r[2]] {
@@ -95,6 +108,7 @@ fn server_filesystem_serves_as_directly_and_narrowed_refuses_writes_and_traversa
     }
     assert_eq!(snapshot(&root), before, "files changed");
     assert!(!root.join("public/new").exists(), "a folder was created");
+    differences.assert_none();
 }
 
 /// Proves: `server-memory`'s init draft passes `check` and serves unchanged; its read tools
@@ -124,8 +138,13 @@ fn server_memory_serves_as_directly() {
         json!({"op": "read", "uri": "memory://knowledge-graph"}),
     ];
     let before = std::fs::read(&file).expect("read");
-    assert_same_through_gateway(&server, &gw, &steps);
-    assert_eq!(std::fs::read(&file).expect("read"), before, "the graph changed");
+    let differences = compare_through_gateway(&server, &gw, &steps);
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        before,
+        "the graph changed"
+    );
+    differences.assert_none();
 }
 
 /// Proves: `server-postgres` on a private PostgreSQL has an init draft that passes `check` and
@@ -156,7 +175,7 @@ fn server_postgres_serves_as_directly_and_narrowed_refuses_the_read_only_escape(
         json!({"op": "resources"}),
         json!({"op": "read", "uri": schema}),
     ];
-    assert_same_through_gateway(&server, &gw, &steps);
+    let differences = compare_through_gateway(&server, &gw, &steps);
     drop(gw);
 
     let count = || pg.value_in("postgres", "SELECT count(*)::text FROM notes");
@@ -170,12 +189,14 @@ fn server_postgres_serves_as_directly_and_narrowed_refuses_the_read_only_escape(
     let gw = serve_narrowed(&server, &contract);
     let escape = "COMMIT; INSERT INTO notes VALUES (3, 'written by the model')";
     let steps = json!([
-        call("query", json!({"sql": "SELECT body FROM notes WHERE id = 2"})),
+        call(
+            "query",
+            json!({"sql": "SELECT body FROM notes WHERE id = 2"})
+        ),
         call("query", json!({"sql": escape})),
         call("query", json!({"sql": format!("SELECT 1; {escape}")})),
     ]);
-    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
-    let r = &out["results"];
+    let r = &py2_through(&gw, &steps);
     assert_eq!(r[0]["is_error"], false, "{}\n{}", r[0], gw.log());
     assert!(r[0].to_string().contains("second"), "{}", r[0]);
     assert_refused(&r[1], "/sql", "pattern");
@@ -187,7 +208,12 @@ fn server_postgres_serves_as_directly_and_narrowed_refuses_the_read_only_escape(
         super::Target::Direct(&server),
         &[call("query", json!({"sql": escape}))],
     );
-    assert_eq!(count().as_deref(), Some("3"), "the escape did not land directly: {direct:?}");
+    assert_eq!(
+        count().as_deref(),
+        Some("3"),
+        "the escape did not land directly: {direct:?}"
+    );
+    differences.assert_none();
 }
 
 /// Proves: the MCP Apps example `server-basic-vanillajs` has an init draft that passes `check`
@@ -196,11 +222,7 @@ fn server_postgres_serves_as_directly_and_narrowed_refuses_the_read_only_escape(
 /// for every official client, directly and through the gateway.
 #[test]
 fn mcp_apps_example_serves_its_ui_as_directly() {
-    let server = Stdio::new(
-        "apps",
-        node_bin("mcp-server-basic-vanillajs"),
-        &["--stdio"],
-    );
+    let server = Stdio::new("apps", node_bin("mcp-server-basic-vanillajs"), &["--stdio"]);
     let (gw, _draft) = init_check_serve(&server);
     let mut now = call("get-time", json!({}));
     now["volatile"] = json!(true);
@@ -210,5 +232,6 @@ fn mcp_apps_example_serves_its_ui_as_directly() {
         json!({"op": "resources"}),
         json!({"op": "read", "uri": "ui://get-time/mcp-app.html"}),
     ];
-    assert_same_through_gateway(&server, &gw, &steps);
+    let differences = compare_through_gateway(&server, &gw, &steps);
+    differences.assert_none();
 }

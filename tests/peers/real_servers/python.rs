@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::{
-    Stdio, assert_refused, assert_same_through_gateway, assert_unknown_tool, call,
-    init_check_serve, py2_bin, serve_narrowed,
+    Stdio, assert_refused, assert_unknown_tool, call, compare_through_gateway, init_check_serve,
+    py2_bin, py2_through, serve_narrowed,
 };
 use crate::common::KEY;
 use crate::common::peers::PyClient;
@@ -87,7 +87,7 @@ fn mcp_server_git_serves_as_directly_and_narrowed_refuses_writes() {
         call("git_branch", at(json!({"branch_type": "local"}))),
     ];
     let before = repo_state(&repo);
-    assert_same_through_gateway(&server, &gw, &steps);
+    let differences = compare_through_gateway(&server, &gw, &steps);
     drop(gw);
 
     let output = dir.path().join("injected.txt");
@@ -122,8 +122,7 @@ fn mcp_server_git_serves_as_directly_and_narrowed_refuses_writes() {
         call("git_add", at(json!({"files": ["a.txt"]}))),
         call("git_status", json!({"repo_path": "/"})),
     ]);
-    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
-    let r = &out["results"];
+    let r = &py2_through(&gw, &steps);
     assert_eq!(r[0]["is_error"], false, "{}\n{}", r[0], gw.log());
     assert!(r[0]["content"].to_string().contains("b.txt"), "{}", r[0]);
     assert_eq!(r[1]["is_error"], false, "{}", r[1]);
@@ -134,6 +133,7 @@ fn mcp_server_git_serves_as_directly_and_narrowed_refuses_writes() {
     assert_refused(&r[5], "/repo_path", "const");
     assert_eq!(repo_state(&repo), before, "the repository changed");
     assert!(!output.exists(), "the injected --output file was written");
+    differences.assert_none();
 }
 
 /// Proves: `mcp-server-time`'s init draft passes `check` and serves unchanged, and both tools
@@ -150,12 +150,9 @@ fn mcp_server_time_serves_as_directly() {
     let convert = json!({"source_timezone": "Europe/Paris", "time": "16:30", "target_timezone": "Asia/Tokyo"});
     let mut now = call("get_current_time", json!({"timezone": "Europe/Paris"}));
     now["volatile"] = json!(true);
-    let steps = [
-        json!({"op": "list"}),
-        call("convert_time", convert),
-        now,
-    ];
-    assert_same_through_gateway(&server, &gw, &steps);
+    let steps = [json!({"op": "list"}), call("convert_time", convert), now];
+    let differences = compare_through_gateway(&server, &gw, &steps);
+    differences.assert_none();
 }
 
 /// A loopback HTTP server serving `/public/*.html` pages (404 elsewhere) and recording every
@@ -171,35 +168,12 @@ impl Site {
         let port = listener.local_addr().expect("addr").port();
         let paths = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&paths);
-        // Detached: it lives as long as the test process, serving one request per connection.
+        // Detached: it lives as long as the test process, one thread and one request per
+        // connection (a client that opens one early must not hold up the others).
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let mut reader = BufReader::new(&stream);
-                let mut line = String::new();
-                if reader.read_line(&mut line).is_err() {
-                    continue;
-                }
-                let path = line.split(' ').nth(1).unwrap_or("").to_string();
-                loop {
-                    let mut header = String::new();
-                    match reader.read_line(&mut header) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) if header == "\r\n" => break,
-                        Ok(_) => {}
-                    }
-                }
-                seen.lock().expect("lock").push(path.clone());
-                let (status, body) = if path.starts_with("/public/") {
-                    ("200 OK", PAGE)
-                } else {
-                    ("404 Not Found", "<html><body>not here</body></html>")
-                };
-                let reply = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\
-                     connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = (&stream).write_all(reply.as_bytes());
+                let seen = Arc::clone(&seen);
+                std::thread::spawn(move || serve_one(&stream, &seen));
             }
         });
         Site { port, paths }
@@ -214,13 +188,43 @@ impl Site {
     }
 }
 
+/// Reads one request from `stream`, records its path and answers it.
+fn serve_one(stream: &std::net::TcpStream, seen: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let path = line.split(' ').nth(1).unwrap_or("").to_string();
+    loop {
+        let mut header = String::new();
+        match reader.read_line(&mut header) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if header == "\r\n" => break,
+            Ok(_) => {}
+        }
+    }
+    seen.lock().expect("lock").push(path.clone());
+    let (status, body) = if path.starts_with("/public/") {
+        ("200 OK", PAGE)
+    } else {
+        ("404 Not Found", "<html><body>not here</body></html>")
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = (&mut &*stream).write_all(reply.as_bytes());
+}
+
 const PAGE: &str = "<!DOCTYPE html><html><head><title>Opening hours</title></head><body><article>\
 <h1>Opening hours</h1><p>The library opens at <b>nine</b> on weekdays and at ten on Saturdays.</p>\
 <p>It is closed on Sundays and public holidays; see <a href=\"/public/holidays.html\">the list</a>.</p>\
 <ul><li>Monday to Friday: 9:00 to 18:00</li><li>Saturday: 10:00 to 14:00</li></ul></article></body></html>";
 
 /// Proves: `mcp-server-fetch` (allowed loopback, against a local site) has an init draft that
-/// passes `check` and serves unchanged; a fetched page (whole, and a window of it) answers every
+/// passes `check` and serves unchanged; a fetched page (a window of it) answers every
 /// official client as the server does directly; a contract narrowing `url` to the site's
 /// `/public/` pages refuses a URL outside the pattern before the server sees it: the site gets no
 /// request for it.
@@ -236,10 +240,12 @@ fn mcp_server_fetch_serves_as_directly_and_narrowed_fetches_only_the_pattern() {
     let page = site.url("/public/hours.html");
     let steps = [
         json!({"op": "list"}),
-        call("fetch", json!({"url": page})),
-        call("fetch", json!({"url": page, "max_length": 40, "start_index": 10})),
+        call(
+            "fetch",
+            json!({"url": page, "max_length": 120, "start_index": 10}),
+        ),
     ];
-    assert_same_through_gateway(&server, &gw, &steps);
+    let differences = compare_through_gateway(&server, &gw, &steps);
     drop(gw);
 
     let pattern = format!(
@@ -258,15 +264,17 @@ fn mcp_server_fetch_serves_as_directly_and_narrowed_fetches_only_the_pattern() {
     let before = site.requested().len();
     let steps = json!([
         call("fetch", json!({"url": site.url("/private/staff.html")})),
-        call("fetch", json!({"url": "http://169.254.169.254/latest/meta-data/"})),
+        call(
+            "fetch",
+            json!({"url": "http://169.254.169.254/latest/meta-data/"})
+        ),
         call("fetch", json!({"url": page, "raw": true})),
         call("fetch", json!({"url": page})),
     ]);
-    let out = PyClient::V2("auto").run(&gw.url, KEY, &steps);
-    let r = &out["results"];
+    let r = &py2_through(&gw, &steps);
     assert_refused(&r[0], "/url", "pattern");
     assert_refused(&r[1], "/url", "pattern");
-    assert_refused(&r[2], "/raw", "additionalProperties");
+    assert_refused(&r[2], "'raw'", "additionalProperties");
     assert_eq!(r[3]["is_error"], false, "{}\n{}", r[3], gw.log());
     assert!(r[3]["content"].to_string().contains("nine"), "{}", r[3]);
     let after = site.requested();
@@ -275,6 +283,7 @@ fn mcp_server_fetch_serves_as_directly_and_narrowed_fetches_only_the_pattern() {
         .filter(|p| p.as_str() != "/robots.txt")
         .collect();
     assert_eq!(fetched, ["/public/hours.html"], "the site saw {after:?}");
+    differences.assert_none();
 }
 
 /// A Python SDK server whose async tool does blocking work: while it runs, the server's only event
@@ -316,4 +325,39 @@ fn an_upstream_busy_in_a_call_is_not_taken_for_hung() {
     assert_eq!(r["is_error"], false, "{r}\n{}", gw.log());
     assert_eq!(r["content"], json!(["crunched"]), "{r}");
     assert!(!gw.log().contains("upstream down"), "{}", gw.log());
+}
+
+/// Proves: `init` and `check` survive a stdio server that takes longer than 10 s to answer its
+/// first request, as a Python server starting on a busy machine (or `npx -y` fetching its
+/// package) does: they connect again and list its tools. Before, the late answer to the
+/// `server/discover` probe was taken for the answer to `initialize` ("conflict initialized
+/// response id: expected 1, got 0") and both failed.
+#[test]
+fn init_and_check_survive_a_server_slow_to_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mark = dir.path().join("started-once");
+    let wrapper = dir.path().join("slow-start.sh");
+    // The first start sleeps past the probe, the requests waiting in its stdin; later ones don't.
+    let script = format!(
+        "#!/bin/sh\nif [ ! -e '{mark}' ]; then touch '{mark}'; sleep 11; fi\nexec '{time}' --local-timezone UTC\n",
+        mark = mark.display(),
+        time = py2_bin("mcp-server-time").display()
+    );
+    std::fs::write(&wrapper, script).expect("write");
+    let chmod = Command::new("chmod").arg("+x").arg(&wrapper).status();
+    assert!(chmod.is_ok_and(|s| s.success()), "chmod");
+    let server = Stdio::new("time", wrapper.clone(), &[]);
+    let dir_config = crate::common::ConfigDir::new(&server.config(), &[]);
+    let narrowgate = |args: &[&str]| {
+        let mut cmd = Command::new(crate::common::narrowgate_bin());
+        cmd.args(args).arg("--config").arg(dir_config.config());
+        crate::common::process::run(&mut cmd, std::time::Duration::from_secs(90))
+    };
+    let init = narrowgate(&["init", "--upstream", "time"]);
+    assert_eq!(init.code, Some(0), "{}", init.stderr);
+    assert!(init.stdout.contains("get_current_time"), "{}", init.stdout);
+    std::fs::remove_file(&mark).expect("rm mark");
+    dir_config.contract("time.yaml", &init.stdout);
+    let check = narrowgate(&["check"]);
+    assert_eq!(check.code, Some(0), "{}\n{}", check.stdout, check.stderr);
 }
