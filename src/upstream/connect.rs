@@ -200,26 +200,6 @@ pub enum ConnectError {
     Url(String),
     #[error("MCP handshake failed: {0}")]
     Handshake(String),
-    /// rmcp probes with `server/discover` for 10 s, then sends `initialize`; a server that
-    /// answers the probe later (a slow start) has its answer taken for the wrong one.
-    #[error(
-        "MCP handshake failed: the upstream took more than 10 s to answer its first request \
-         (`server/discover`) and its late answer crossed `initialize`; a slow start (a busy \
-         machine, `npx -y` fetching the package) does this, a second start usually not"
-    )]
-    SlowStart,
-}
-
-impl ConnectError {
-    /// `e` from rmcp's handshake, as an operator reads it.
-    fn handshake(e: rmcp::service::ClientInitializeError) -> ConnectError {
-        match e {
-            rmcp::service::ClientInitializeError::ConflictInitResponseId(..) => {
-                ConnectError::SlowStart
-            }
-            e => ConnectError::Handshake(plain(&e.to_string())),
-        }
-    }
 }
 
 /// Connects to `name` over its transport. A stdio child's stderr goes to the log under its name
@@ -266,7 +246,7 @@ pub async fn connect(
             let connection = handler
                 .serve_with_lifecycle(child, lifecycle())
                 .await
-                .map_err(ConnectError::handshake)?;
+                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
             Ok(Connected {
                 connection,
                 forwarder: None,

@@ -6,27 +6,24 @@ use std::time::Duration;
 use rmcp::model::Tool;
 use tokio::sync::Notify;
 
-use super::{ConnectError, Connected, Upstream, UpstreamClient, connect};
+use super::{Connected, Upstream, UpstreamClient, connect};
 
 /// A connection of its own to `upstream`, for one listing.
 async fn connect_once(
     upstream: &Upstream,
 ) -> Result<rmcp::service::RunningService<rmcp::RoleClient, UpstreamClient>, String> {
-    let handler = || UpstreamClient {
-        tools_changed: Arc::new(Notify::new()),
-        upstream: upstream.name.clone(),
-        progress: upstream.progress.clone(),
-        in_flight: Arc::default(),
-    };
-    let connected = match connect(&upstream.name, &upstream.transport, handler()).await {
-        // `serve` reconnects on its own; a one-off command tries once more, and a second start
-        // of a server is usually quicker (its files cached, its package fetched).
-        Err(ConnectError::SlowStart) => {
-            connect(&upstream.name, &upstream.transport, handler()).await
-        }
-        other => other,
-    };
-    let Connected { connection, .. } = connected.map_err(|e| e.to_string())?;
+    let Connected { connection, .. } = connect(
+        &upstream.name,
+        &upstream.transport,
+        UpstreamClient {
+            tools_changed: Arc::new(Notify::new()),
+            upstream: upstream.name.clone(),
+            progress: upstream.progress.clone(),
+            in_flight: Arc::default(),
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     Ok(connection)
 }
 
