@@ -30,6 +30,8 @@ pub struct Stdio {
     pub command: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The upstream's call timeout in the configuration, when the default 30 s is too short.
+    pub timeout: Option<&'static str>,
 }
 
 impl Stdio {
@@ -39,6 +41,7 @@ impl Stdio {
             command,
             args: args.iter().map(|a| a.to_string()).collect(),
             env: Vec::new(),
+            timeout: None,
         }
     }
 
@@ -49,8 +52,12 @@ impl Stdio {
             .iter()
             .map(|(k, v)| (k.clone(), json!(v)))
             .collect();
+        let timeout = self
+            .timeout
+            .map(|t| format!("    timeout: {t}\n"))
+            .unwrap_or_default();
         format!(
-            "  {}:\n    command: {}\n    args: {}\n    env: {}\n",
+            "  {}:\n    command: {}\n    args: {}\n    env: {}\n{timeout}",
             self.name,
             json!(self.command.display().to_string()),
             json!(self.args),
@@ -140,9 +147,9 @@ fn wait_all_joined(gw: &Gateway, upstream: &str) {
 }
 
 /// Each client step's timeout, in seconds (the drivers' `PY_CLIENT_TIMEOUT`/`TS_CLIENT_TIMEOUT`).
-const STEP_TIMEOUT: &str = "45";
+const STEP_TIMEOUT: &str = "90";
 /// How long one client run may take in all.
-const RUN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
+const RUN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// `path`, which tests/setup-peers.sh installs; a missing one fails saying so.
 fn existing(path: PathBuf) -> PathBuf {

@@ -231,11 +231,14 @@ const PAGE: &str = "<!DOCTYPE html><html><head><title>Opening hours</title></hea
 #[test]
 fn mcp_server_fetch_serves_as_directly_and_narrowed_fetches_only_the_pattern() {
     let site = Site::start();
-    let server = Stdio::new(
+    let mut server = Stdio::new(
         "fetch",
         py2_bin("mcp-server-fetch"),
         &["--allow-private-ips"],
     );
+    // Each fetch converts the page in a Node child while the server's loop waits (readabilipy),
+    // so the clients' fetches through the gateway's one server queue up.
+    server.timeout = Some("120s");
     let (gw, _draft) = init_check_serve(&server);
     let page = site.url("/public/hours.html");
     let steps = [
