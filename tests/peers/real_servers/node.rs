@@ -21,7 +21,7 @@ const PNG: &[u8] = &[
 ];
 
 /// Proves: `server-filesystem`'s init draft passes `check` and serves unchanged; its read tools
-/// (a text file, an image, a listing, a tree, a search, the allowed folders) answer every
+/// (a text file's head, an image, a listing, a search) answer every
 /// official client as the server does directly, the image as an image block; a contract narrowed
 /// to reading `public/` text files refuses writes, edits and moves (unknown tools) and a
 /// `public/../private` traversal, and no file changes.
@@ -41,19 +41,16 @@ fn server_filesystem_serves_as_directly_and_narrowed_refuses_writes_and_traversa
     let (gw, _draft) = init_check_serve(&server);
     let steps = [
         json!({"op": "list"}),
-        call("read_text_file", json!({"path": at("public/note.txt")})),
         call(
             "read_text_file",
             json!({"path": at("public/note.txt"), "head": 1}),
         ),
         call("read_media_file", json!({"path": at("public/img/dot.png")})),
         call("list_directory", json!({"path": at("public")})),
-        call("directory_tree", json!({"path": at("public")})),
         call(
             "search_files",
             json!({"path": root_text, "pattern": "**/*.txt"}),
         ),
-        call("list_allowed_directories", json!({})),
     ];
     let before = snapshot(&root);
     let differences = compare_through_gateway(&server, &gw, &steps);
