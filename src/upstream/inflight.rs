@@ -72,6 +72,11 @@ pub struct Entered<'a> {
 }
 
 impl InFlight {
+    /// Whether any attempt is in flight.
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
     /// Counts an attempt in flight until the returned guard is dropped.
     pub fn enter(&self, relay: Option<&Arc<CallRelay>>) -> Entered<'_> {
         self.count.fetch_add(1, Ordering::AcqRel);

@@ -71,16 +71,25 @@ impl AttemptSpan for () {
 /// How often a connected upstream is pinged.
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
 
+/// Why a health check failed.
+#[derive(Debug, thiserror::Error)]
+enum Unhealthy {
+    #[error("no answer within 5s")]
+    Silent,
+    #[error("{0}")]
+    Broken(String),
+}
+
 /// MCP `ping`, bounded so a hung upstream counts as failed.
-async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), Unhealthy> {
     let request = rmcp::model::ClientRequest::PingRequest(Default::default());
     match tokio::time::timeout(Duration::from_secs(5), peer.send_request(request)).await {
         Ok(Ok(_)) => Ok(()),
         // An answer, even an error, is an upstream that is there: some 2026-07-28 servers
         // (the Python SDK's) answer `ping` with -32601.
         Ok(Err(ServiceError::McpError(_))) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 5s".into()),
+        Ok(Err(e)) => Err(Unhealthy::Broken(e.to_string())),
+        Err(_) => Err(Unhealthy::Silent),
     }
 }
 
@@ -403,8 +412,14 @@ impl Upstream {
                                     // An HTTP upstream that went away does not close the client:
                                     // a ping notices, so its tools answer "unavailable" at once.
                                     _ = health.tick() => {
-                                        if let Err(e) = ping(&peer).await {
-                                            break format!("health check failed: {e}");
+                                        match ping(&peer).await {
+                                            Ok(()) => {}
+                                            // A server busy with a call (blocking work on its
+                                            // only event loop, as many Python servers do) answers
+                                            // no ping until it is done: the calls' own timeouts
+                                            // judge it, and cutting it would lose them.
+                                            Err(Unhealthy::Silent) if self.in_flight.any() => {}
+                                            Err(e) => break format!("health check failed: {e}"),
                                         }
                                     }
                                     // At most one pending: notifications during this

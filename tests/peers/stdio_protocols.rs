@@ -153,12 +153,12 @@ fn every_result_is_complete_in_front_of_server_everything() {
     );
     let gw = Gateway::start(&config, &[("everything.yaml", EVERYTHING_OFFER)]);
     let steps = json!([
-        {"op": "resources"},
-        {"op": "templates"},
-        {"op": "read", "uri": "demo://resource/static/document/architecture.md"},
-        {"op": "read", "uri": "demo://resource/dynamic/text/7"},
-        {"op": "prompts"},
-        {"op": "prompt", "name": "args-prompt", "arguments": {"city": "Paris"}},
+        {"op": "list_resources"},
+        {"op": "list_templates"},
+        {"op": "read_resource", "uri": "demo://resource/static/document/architecture.md"},
+        {"op": "read_resource", "uri": "demo://resource/dynamic/text/7"},
+        {"op": "list_prompts"},
+        {"op": "get_prompt", "name": "args-prompt", "arguments": {"city": "Paris"}},
         {"op": "complete", "ref": {"type": "ref/prompt", "name": "completable-prompt"},
          "argument": {"name": "department", "value": "E"}},
     ]);

@@ -11,12 +11,12 @@ use crate::common::{Gateway, KEY};
 /// What the SDK client is asked: every method of resources, prompts and completion.
 fn steps() -> Value {
     json!([
-        {"op": "resources"},
-        {"op": "templates"},
-        {"op": "read", "uri": "test://static-text"},
-        {"op": "read", "uri": "test://template/7/data"},
-        {"op": "prompts"},
-        {"op": "prompt", "name": "greeting", "arguments": {"arg1": "park", "arg2": "bob"}},
+        {"op": "list_resources"},
+        {"op": "list_templates"},
+        {"op": "read_resource", "uri": "test://static-text"},
+        {"op": "read_resource", "uri": "test://template/7/data"},
+        {"op": "list_prompts"},
+        {"op": "get_prompt", "name": "greeting", "arguments": {"arg1": "park", "arg2": "bob"}},
         {"op": "complete", "ref": {"type": "ref/prompt", "name": "greeting"},
          "argument": {"name": "arg1", "value": "pa"}},
     ])
