@@ -9,7 +9,7 @@
 //   steps:        {"op": "list"}                                   -> {"tools": [{name, description, inputSchema,
 //                                                                       outputSchema}]}
 //                 {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
-//                                                                       "structured_content"}
+//                                                                       "content_blocks", "structured_content"}
 //                 a step the SDK rejects records {"error": {"code", "message"}}
 //   capabilities: what the client declares, each with the answer it gives when asked:
 //                 {"sampling": "reply text", "elicitation": {"action": "accept", "content": {...}},
@@ -102,6 +102,7 @@ for (const step of options.steps ?? []) {
             results.push({
                 is_error: r.isError === true,
                 content: (r.content ?? []).filter((b) => b.type === 'text').map((b) => b.text),
+                content_blocks: r.content ?? [],
                 structured_content: r.structuredContent ?? null,
             });
         } else {

@@ -1,0 +1,274 @@
+//! What real servers answer reaches real clients unchanged, under the contract `narrowgate init`
+//! drafts and an operator accepts as is: an image of `@modelcontextprotocol/server-filesystem`'s
+//! `read_media_file` and `@modelcontextprotocol/server-everything`'s `get-tiny-image` arrives as
+//! the image block the server sent, a text result keeps its shape (not `{"content":"…"}`), through
+//! the Python SDK 2.x (both handshakes) and the TypeScript SDK; a narrowed `content:` keeps an
+//! image out. The peers are installed by `tests/setup-peers.sh`; a missing one fails the test
+//! with a pointer to it.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::peers::{PyClient, node_bin, ts_client};
+use common::process::run;
+use common::{ConfigDir, Gateway, KEY, callers};
+use serde_json::{Value, json};
+
+/// A 1x1 PNG.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+/// `tools/call` of `tool` with `arguments` sent straight to the stdio server `command args`
+/// (no gateway): its `result`, as the reference for what the gateway must pass on.
+fn direct_call(command: &Path, args: &[&str], tool: &str, arguments: Value) -> Value {
+    let mut child = Command::new(command)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", command.display()));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut send = |m: Value| writeln!(stdin, "{m}").expect("write to the server");
+    let mut answer_to = |id: i64| loop {
+        let line = lines
+            .next()
+            .expect("the server answers")
+            .expect("a line from the server");
+        let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if message["id"] == id && message.get("method").is_none() {
+            return message;
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "direct", "version": "1"}}}),
+    );
+    answer_to(1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}}));
+    let answer = answer_to(2);
+    let _ = child.kill();
+    let _ = child.wait();
+    answer["result"].clone()
+}
+
+/// `narrowgate init --upstream NAME` against `config`, as an operator runs it: the draft.
+fn init_draft(config: &Path, upstream: &str) -> String {
+    let ran = run(
+        Command::new(common::narrowgate_bin())
+            .args(["init", "--upstream", upstream, "--config"])
+            .arg(config),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(ran.code, Some(0), "init failed: {}", ran.stderr);
+    ran.stdout
+}
+
+/// The filesystem server rooted at a fresh folder holding `pic.png` and `note.txt`.
+struct Files {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Files {
+    fn new() -> Files {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The server resolves its root with realpath: the paths sent use the same spelling.
+        let root = std::fs::canonicalize(dir.path()).expect("canonical root");
+        let png = base64_decode(PIXEL_PNG);
+        std::fs::write(root.join("pic.png"), png).expect("write png");
+        std::fs::write(root.join("note.txt"), "first line\nsecond line\n").expect("write note");
+        Files { _dir: dir, root }
+    }
+
+    fn at(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+}
+
+/// Standard base64 without padding checks, enough for the fixture above.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let symbols: Vec<u8> = text.bytes().filter(|b| *b != b'=').map(value).collect();
+    let mut out = Vec::new();
+    for chunk in symbols.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, s)| n | (u32::from(*s) << (18 - 6 * i)));
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+/// The configuration with both servers as stdio upstreams, `files` and `everything`.
+fn config(files: &Files) -> String {
+    format!(
+        "upstreams:\n  files:\n    command: {}\n    args: [{}]\n  everything:\n    command: {}\n{}",
+        node_bin("mcp-server-filesystem").display(),
+        json!(files.root.display().to_string()),
+        node_bin("mcp-server-everything").display(),
+        callers(&[])
+    )
+}
+
+/// What a client's call step printed, as comparable parts: its content blocks and structured
+/// content.
+fn seen(step: &Value) -> (Value, Value) {
+    (
+        step["content_blocks"].clone(),
+        step["structured_content"].clone(),
+    )
+}
+
+/// What the server answered directly, as the same parts.
+fn sent(result: &Value) -> (Value, Value) {
+    (
+        result["content"].clone(),
+        result
+            .get("structuredContent")
+            .cloned()
+            .unwrap_or(Value::Null),
+    )
+}
+
+/// Proves: with the contracts `init` drafts accepted unchanged, an image result of
+/// server-filesystem's `read_media_file` (which declares an outputSchema) and of
+/// server-everything's `get-tiny-image` (which declares none), and a text result of
+/// `read_text_file`, reach the Python SDK 2.x (2026-07-28 and legacy handshakes) and the
+/// TypeScript SDK exactly as the server answers them directly: the image as the same image block,
+/// the text as the same text block, the structured content the same. (Before content blocks, the
+/// image arrived as base64 inside a JSON text and the text as `{"content":"…"}`.)
+#[test]
+fn images_and_texts_reach_real_clients_as_the_server_sent_them() {
+    let files = Files::new();
+    let config = config(&files);
+    let setup = ConfigDir::new(&config, &[]);
+    let drafts = [
+        ("files.yaml", init_draft(&setup.config(), "files")),
+        ("everything.yaml", init_draft(&setup.config(), "everything")),
+    ];
+    assert!(
+        drafts[0].1.contains("{ type: image }"),
+        "init drafts no image for read_media_file:\n{}",
+        drafts[0].1
+    );
+    let contracts: Vec<(&str, &str)> = drafts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+    let gw = Gateway::start(&config, &contracts);
+    gw.wait_tools_joined("files", &["read_media_file", "read_text_file"]);
+    gw.wait_tools_joined("everything", &["get-tiny-image"]);
+
+    let fs_bin = node_bin("mcp-server-filesystem");
+    let root = files.root.display().to_string();
+    let calls = [
+        ("read_media_file", json!({"path": files.at("pic.png")})),
+        ("read_text_file", json!({"path": files.at("note.txt")})),
+    ];
+    let mut expected: Vec<(Value, Value)> = calls
+        .iter()
+        .map(|(tool, args)| sent(&direct_call(&fs_bin, &[&root], tool, args.clone())))
+        .collect();
+    expected.push(sent(&direct_call(
+        &node_bin("mcp-server-everything"),
+        &[],
+        "get-tiny-image",
+        json!({}),
+    )));
+    assert_eq!(expected[0].0[0]["type"], "image", "{:?}", expected[0]);
+    assert_eq!(expected[0].0[0]["data"], PIXEL_PNG, "{:?}", expected[0]);
+    assert!(
+        expected[2]
+            .0
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "image")),
+        "{:?}",
+        expected[2]
+    );
+
+    let steps: Vec<Value> = calls
+        .iter()
+        .map(|(tool, args)| json!({"op": "call", "name": tool, "arguments": args}))
+        .chain([json!({"op": "call", "name": "get-tiny-image", "arguments": {}})])
+        .collect();
+    let steps = Value::Array(steps);
+    for client in [PyClient::V2("auto"), PyClient::V2("legacy")] {
+        let out = client.run(&gw.url, KEY, &steps);
+        assert!(out.get("aborted").is_none(), "{out}");
+        for (i, want) in expected.iter().enumerate() {
+            let step = &out["results"][i];
+            assert_eq!(step["is_error"], false, "{step}\n{}", gw.log());
+            assert_eq!(&seen(step), want, "python step {i} ({out})");
+        }
+    }
+    let out = ts_client(&gw.url, KEY, &json!({"steps": steps}));
+    for (i, want) in expected.iter().enumerate() {
+        let step = &out["results"][i];
+        assert_eq!(step["is_error"], false, "{step}");
+        assert_eq!(&seen(step), want, "typescript step {i} ({out})");
+    }
+}
+
+/// Proves: a contract that narrows `content:` to text keeps server-filesystem's image away from
+/// the client: with `output` the image becomes the JSON of the validated structured content, and
+/// without `output` it is dropped; no image block arrives either way.
+#[test]
+fn a_text_only_contract_keeps_images_out() {
+    let files = Files::new();
+    let contract = r#"upstream: files
+tools:
+  read_media_file:
+    privilege: read
+    input: { type: object, properties: { path: { type: string } }, required: [path], additionalProperties: false }
+    output: { type: object, properties: { content: { type: array } }, required: [content] }
+    content: [{ type: text }]
+  media_unchecked:
+    upstream_tool: read_media_file
+    privilege: read
+    input: { type: object, properties: { path: { type: string } }, required: [path], additionalProperties: false }
+  media_jpeg_only:
+    upstream_tool: read_media_file
+    privilege: read
+    input: { type: object, properties: { path: { type: string } }, required: [path], additionalProperties: false }
+    content: [{ type: image, mime_types: [image/jpeg] }]
+"#;
+    let config = format!(
+        "upstreams:\n  files:\n    command: {}\n    args: [{}]\n{}",
+        node_bin("mcp-server-filesystem").display(),
+        json!(files.root.display().to_string()),
+        callers(&[])
+    );
+    let gw = Gateway::start(&config, &[("files.yaml", contract)]);
+    gw.wait_tools_joined("files", &["read_media_file"]);
+    let path = json!({"path": files.at("pic.png")});
+    let steps = json!([
+        {"op": "call", "name": "read_media_file", "arguments": path},
+        {"op": "call", "name": "media_unchecked", "arguments": path},
+        {"op": "call", "name": "media_jpeg_only", "arguments": path},
+    ]);
+    let out = PyClient::V2("legacy").run(&gw.url, KEY, &steps);
+    let r = &out["results"];
+    for step in r.as_array().expect("results") {
+        assert_eq!(step["is_error"], false, "{step}");
+        let blocks = step["content_blocks"].as_array().expect("blocks");
+        assert!(blocks.iter().all(|b| b["type"] != "image"), "{step}");
+    }
+    let text = r[0]["content"][0].as_str().expect("a text block");
+    let json: Value = serde_json::from_str(text).expect("the JSON of structuredContent");
+    assert_eq!(json, r[0]["structured_content"], "{}", r[0]);
+    assert_eq!(r[1]["content_blocks"], json!([]), "{}", r[1]);
+    assert_eq!(r[2]["content_blocks"], json!([]), "{}", r[2]);
+}
