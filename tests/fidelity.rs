@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use common::peers::{PyClient, node_bin, ts_client};
 use common::process::run;
-use common::{ConfigDir, Gateway, KEY, callers};
+use common::{BOB, ConfigDir, Gateway, KEY, Raw, hash_key};
 use serde_json::{Value, json};
 
 /// A 1x1 PNG.
@@ -23,6 +23,17 @@ const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR
 /// `tools/call` of `tool` with `arguments` sent straight to the stdio server `command args`
 /// (no gateway): its `result`, as the reference for what the gateway must pass on.
 fn direct_call(command: &Path, args: &[&str], tool: &str, arguments: Value) -> Value {
+    direct(
+        command,
+        args,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+/// The `result` of one request `method` with `params` sent straight to the stdio server
+/// `command args`, after an `initialize` that declares MCP Apps' UI extension (as a host would).
+fn direct(command: &Path, args: &[&str], method: &str, params: Value) -> Value {
     let mut child = Command::new(command)
         .args(args)
         .stdin(Stdio::piped())
@@ -45,18 +56,21 @@ fn direct_call(command: &Path, args: &[&str], tool: &str, arguments: Value) -> V
     };
     send(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
+        "protocolVersion": "2025-11-25", "capabilities": {"extensions": {UI: {"mimeTypes": [APP_MIME]}}},
         "clientInfo": {"name": "direct", "version": "1"}}}),
     );
     answer_to(1);
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments}}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}));
     let answer = answer_to(2);
     let _ = child.kill();
     let _ = child.wait();
     answer["result"].clone()
 }
+
+/// MCP Apps' extension identifier and the MIME type of its HTML apps.
+const UI: &str = "io.modelcontextprotocol/ui";
+const APP_MIME: &str = "text/html;profile=mcp-app";
 
 /// `narrowgate init --upstream NAME` against `config`, as an operator runs it: the draft.
 fn init_draft(config: &Path, upstream: &str) -> String {
@@ -122,7 +136,18 @@ fn config(files: &Files) -> String {
         node_bin("mcp-server-filesystem").display(),
         json!(files.root.display().to_string()),
         node_bin("mcp-server-everything").display(),
-        callers(&[])
+        callers()
+    )
+}
+
+/// `alice` (key [`KEY`]) may use every tool and read every resource; `bob` (key [`BOB`]) every
+/// tool but no resource.
+fn callers() -> String {
+    format!(
+        "callers:\n  - name: alice\n    api_key_sha256: {}\n    tools: ['*']\n    resources: ['*']\n  \
+         - name: bob\n    api_key_sha256: {}\n    tools: ['*']\n",
+        hash_key(KEY),
+        hash_key(BOB)
     )
 }
 
@@ -249,7 +274,7 @@ tools:
         "upstreams:\n  files:\n    command: {}\n    args: [{}]\n{}",
         node_bin("mcp-server-filesystem").display(),
         json!(files.root.display().to_string()),
-        callers(&[])
+        callers()
     );
     let gw = Gateway::start(&config, &[("files.yaml", contract)]);
     gw.wait_tools_joined("files", &["read_media_file"]);
@@ -271,4 +296,171 @@ tools:
     assert_eq!(json, r[0]["structured_content"], "{}", r[0]);
     assert_eq!(r[1]["content_blocks"], json!([]), "{}", r[1]);
     assert_eq!(r[2]["content_blocks"], json!([]), "{}", r[2]);
+}
+
+/// The MCP Apps example server (`@modelcontextprotocol/server-basic-vanillajs`) over stdio as
+/// upstream `apps`, under `init`'s draft accepted unchanged plus `get-time-app`, the same tool
+/// for the app only (`visibility: [app]`).
+fn apps_gateway() -> Gateway {
+    let config = format!(
+        "upstreams:\n  apps:\n    command: {}\n    args: [--stdio]\n{}",
+        node_bin("mcp-server-basic-vanillajs").display(),
+        callers()
+    );
+    let setup = ConfigDir::new(&config, &[]);
+    let draft = init_draft(&setup.config(), "apps");
+    assert!(
+        draft.contains("ui: { resource: \"ui://get-time/mcp-app.html\" }")
+            && draft.contains("- uri: \"ui://get-time/mcp-app.html\""),
+        "init scaffolds no ui or no ui resource:\n{draft}"
+    );
+    let app_only = "  get-time-app:\n    upstream_tool: get-time\n    privilege: read\n    \
+        input: { type: object, additionalProperties: false }\n    \
+        ui: { resource: \"ui://get-time/mcp-app.html\", visibility: [app] }\nresources:\n";
+    let contract = draft.replacen("resources:\n", app_only, 1);
+    let gw = Gateway::start(&config, &[("apps.yaml", &contract)]);
+    gw.wait_tools_joined("apps", &["get-time", "get-time-app"]);
+    gw
+}
+
+/// `initialize` (2025-11-25) as `key`, declaring the UI extension when `ui`, then `method`
+/// with `params` in that session: the JSON-RPC message answered.
+async fn in_session(gw: &Gateway, key: &str, ui: bool, method: &str, params: Value) -> Value {
+    let raw = Raw::new(&gw.url);
+    let auth = format!("Bearer {key}");
+    let capabilities = match ui {
+        true => json!({"extensions": {UI: {"mimeTypes": [APP_MIME]}}}),
+        false => json!({}),
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": capabilities,
+        "clientInfo": {"name": "host", "version": "1"}}});
+    let reply = raw
+        .post(&[("authorization", &auth)], &init.to_string())
+        .await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let session = reply.header("mcp-session-id").expect("a session");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    raw.post(&headers, &note.to_string()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    raw.post(&headers, &body.to_string()).await.message()
+}
+
+/// The listed tool called `name` in a `tools/list` answer, if any.
+fn listed<'a>(answer: &'a Value, name: &str) -> Option<&'a Value> {
+    answer["result"]["tools"]
+        .as_array()?
+        .iter()
+        .find(|t| t["name"] == name)
+}
+
+/// Proves: in front of the MCP Apps example server, under init's draft, a host gets the tool's
+/// UI link (`_meta`) exactly as the server publishes it, and the `ui://` resource's contents
+/// exactly as the server serves them; a caller who may not read the resource gets the tool
+/// without the link; a tool for the app only is listed to and callable by a client that declared
+/// the UI extension, and to any other client does not exist. (Before MCP Apps support, the
+/// link was dropped and no contract could declare it.)
+#[tokio::test]
+async fn mcp_apps_ui_reaches_hosts_as_the_example_server_publishes_it() {
+    let gw = apps_gateway();
+    let server = node_bin("mcp-server-basic-vanillajs");
+    let direct_list = direct(&server, &["--stdio"], "tools/list", json!({}));
+    let direct_tool = direct_list["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "get-time"))
+        .cloned()
+        .expect("the server lists get-time");
+    let uri = "ui://get-time/mcp-app.html";
+    let direct_read = direct(&server, &["--stdio"], "resources/read", json!({"uri": uri}));
+
+    for ui in [false, true] {
+        let list = in_session(&gw, KEY, ui, "tools/list", json!({})).await;
+        let tool = listed(&list, "get-time").expect("get-time listed");
+        assert_eq!(tool["_meta"], direct_tool["_meta"], "ui={ui}: {tool}");
+        let app = listed(&list, "get-time-app");
+        assert_eq!(app.is_some(), ui, "ui={ui}: {list}");
+        let call = in_session(&gw, KEY, ui, "tools/call", json!({"name": "get-time-app"})).await;
+        match ui {
+            true => assert!(
+                call["result"]["structuredContent"]["time"].is_string(),
+                "{call}"
+            ),
+            false => assert_eq!(
+                call["error"]["message"], "Unknown tool: get-time-app",
+                "{call}"
+            ),
+        }
+    }
+    let app = in_session(&gw, KEY, true, "tools/list", json!({})).await;
+    assert_eq!(
+        listed(&app, "get-time-app").expect("listed")["_meta"]["ui"],
+        json!({"resourceUri": uri, "visibility": ["app"]})
+    );
+    let read = in_session(&gw, KEY, false, "resources/read", json!({"uri": uri})).await;
+    assert_eq!(
+        read["result"]["contents"], direct_read["contents"],
+        "{read}"
+    );
+
+    // Bob may use the tools but not read the UI: no link.
+    let list = in_session(&gw, BOB, true, "tools/list", json!({})).await;
+    let tool = listed(&list, "get-time").expect("get-time listed to bob");
+    assert!(tool.get("_meta").is_none(), "{tool}");
+    assert!(listed(&list, "get-time-app").expect("listed")["_meta"].is_null());
+
+    // A 2026-07-28 stateless client declares its extensions per request.
+    let raw = Raw::new(&gw.url);
+    let auth = format!("Bearer {KEY}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+    ];
+    for ui in [false, true] {
+        let capabilities = match ui {
+            true => json!({"extensions": {UI: {}}}),
+            false => json!({}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "host", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities}}});
+        let list = raw.post(&headers, &body.to_string()).await.message();
+        assert_eq!(
+            listed(&list, "get-time-app").is_some(),
+            ui,
+            "stateless ui={ui}: {list}"
+        );
+        assert_eq!(
+            listed(&list, "get-time").expect("listed")["_meta"],
+            direct_tool["_meta"]
+        );
+    }
+}
+
+/// Proves: the example's text result keeps its shape through the Python SDK 2.x and the
+/// TypeScript SDK: one text block holding the time, exactly the structured content's `time`
+/// (not `{"time":"…"}`).
+#[test]
+fn the_apps_example_text_result_keeps_its_shape() {
+    let gw = apps_gateway();
+    let steps = json!([{"op": "call", "name": "get-time", "arguments": {}}]);
+    let py = PyClient::V2("auto").run(&gw.url, KEY, &steps);
+    let ts = ts_client(&gw.url, KEY, &json!({"steps": steps}));
+    for out in [&py, &ts] {
+        let step = &out["results"][0];
+        assert_eq!(step["is_error"], false, "{step}");
+        let time = step["structured_content"]["time"].clone();
+        assert!(time.is_string(), "{step}");
+        assert_eq!(
+            step["content_blocks"],
+            json!([{"type": "text", "text": time}]),
+            "{step}"
+        );
+    }
 }

