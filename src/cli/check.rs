@@ -297,6 +297,7 @@ fn build_report(
         ));
     }
     approval_warnings(config, contracts, &mut warnings);
+    warnings.extend(contracts.ui_warnings());
     let catalog = snapshots.map(|s| Catalog::build(contracts, s));
     let mut tools = Vec::new();
     for (name, contract) in &contracts.tools {

@@ -384,6 +384,27 @@ impl ContractSet {
             .map(|_| ui.meta())
     }
 
+    /// `check`'s warnings about `ui:`: a UI whose resource the same file does not declare is
+    /// never published.
+    pub fn ui_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (name, tool) in &self.tools {
+            let Some(ui) = &tool.ui else { continue };
+            let declared = self
+                .resource_for(&ui.resource)
+                .is_some_and(|r| r.upstream == tool.upstream && r.file == tool.file);
+            if !declared {
+                warnings.push(format!(
+                    "tool `{name}` ({}) has `ui.resource: {}` but that file's `resources` does not                      declare it: its UI link is never published (add `- uri: \"{}\"` to `resources`)",
+                    tool.file.display(),
+                    ui.resource,
+                    ui.resource
+                ));
+            }
+        }
+        warnings
+    }
+
     /// The client extensions some contract of `upstream` uses: declared to that upstream, so
     /// that a server that offers a UI only to hosts that can show one does.
     pub fn used_extensions(&self, upstream: &str) -> Vec<String> {

@@ -158,6 +158,47 @@ mod tests {
         assert_eq!(app.meta()["ui"]["visibility"], json!(["app"]));
     }
 
+    /// Proves: a tool's `_meta.ui` is published only when its own file declares the resource
+    /// and the caller may read it; `check` warns of an undeclared one; the UI extension is
+    /// declared to the upstream whose contracts use it, and to no other.
+    #[test]
+    fn the_ui_is_published_only_with_its_resource_declared_and_readable() {
+        use crate::contract::ContractSet;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write(
+            "a.yaml",
+            "upstream: apps\ntools:\n  shown:\n    ui: {resource: \"ui://a/app.html\"}\n  \
+             hidden:\n    ui: {resource: \"ui://b/app.html\", visibility: [app]}\n\
+             resources:\n  - uri: \"ui://a/app.html\"\n",
+        );
+        write(
+            "b.yaml",
+            "upstream: apps\ntools:\n  elsewhere:\n    ui: {resource: \"ui://a/app.html\"}\n\
+             resources:\n  - uri: \"ui://b/app.html\"\n",
+        );
+        write("c.yaml", "upstream: other\ntools:\n  plain: {}\n");
+        let set = ContractSet::load_dir(dir.path()).expect("loads");
+        let tool = |n: &str| set.tools.get(n).expect("tool").clone();
+        assert!(set.ui_meta(&tool("shown"), |_| true).is_some());
+        assert!(set.ui_meta(&tool("shown"), |_| false).is_none());
+        // Declared, but in another file (of the same upstream): not vouched for here.
+        assert!(set.ui_meta(&tool("elsewhere"), |_| true).is_none());
+        assert!(set.ui_meta(&tool("hidden"), |_| true).is_none());
+        assert!(set.ui_meta(&tool("plain"), |_| true).is_none());
+        let warnings = set.ui_warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().all(|w| w.contains("never published")),
+            "{warnings:?}"
+        );
+        assert!(set.any_app_only);
+        assert_eq!(set.used_extensions("apps"), vec![UI_EXTENSION.to_string()]);
+        assert!(set.used_extensions("other").is_empty());
+    }
+
     /// Proves: the extension counts only when declared under `extensions`.
     #[test]
     fn the_ui_extension_is_read_from_extensions() {
