@@ -204,12 +204,22 @@ pub enum Vouched {
     StringValue,
 }
 
-/// Whether `text` is data the validated `structured` vouches for ([`Vouched`]).
-pub fn vouched_text(text: &str, structured: &Value) -> Vouched {
-    if serde_json::from_str::<Unique>(text).is_ok_and(|Unique(v)| v == *structured) {
+/// Whether `text` is data the validated `structured` vouches for ([`Vouched`]). `compact` holds
+/// the compact JSON of `structured` once made (a result's blocks share it): the usual text,
+/// compared before anything is parsed.
+pub fn vouched_text(text: &str, structured: &Value, compact: &mut Option<String>) -> Vouched {
+    let json = compact.get_or_insert_with(|| serde_json::to_string(structured).unwrap_or_default());
+    if text == json.as_str() {
+        return Vouched::Json;
+    }
+    if is_string_value(text, structured) {
+        return Vouched::StringValue;
+    }
+    // Another whitespace or key order (Python's `json.dumps(indent=2)`, say).
+    if text.trim_start().starts_with(['{', '['])
+        && serde_json::from_str::<Unique>(text).is_ok_and(|Unique(v)| v == *structured)
+    {
         Vouched::Json
-    } else if is_string_value(text, structured) {
-        Vouched::StringValue
     } else {
         Vouched::No
     }
@@ -360,7 +370,7 @@ mod tests {
     #[test]
     fn texts_vouched_for_by_the_structured_content() {
         let s = json!({"b": [1, {"c": "deep"}], "a": "line"});
-        let is = |text: &str, v: &Value| vouched_text(text, v);
+        let is = |text: &str, v: &Value| vouched_text(text, v, &mut None);
         assert_eq!(
             is(r#"{"b":[1,{"c":"deep"}],"a":"line"}"#, &s),
             Vouched::Json

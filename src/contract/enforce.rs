@@ -150,9 +150,11 @@ fn vouched_content(
     let mut kept = Vec::with_capacity(blocks.len().max(1));
     let mut replace_at = blocks.is_empty().then_some(0);
     let mut has_json = false;
+    let mut compact = None;
     for block in blocks {
         let vouched = match &block {
-            ContentBlock::Text(t) => match content::vouched_text(&t.text, structured) {
+            ContentBlock::Text(t) => match content::vouched_text(&t.text, structured, &mut compact)
+            {
                 content::Vouched::No => false,
                 content::Vouched::Json => {
                     has_json = true;
@@ -171,7 +173,7 @@ fn vouched_content(
     if let Some(at) = replace_at
         && !has_json
     {
-        let json = serde_json::to_string(structured).unwrap_or_default();
+        let json = compact.unwrap_or_else(|| serde_json::to_string(structured).unwrap_or_default());
         kept.insert(at.min(kept.len()), ContentBlock::text(json));
     }
     kept
