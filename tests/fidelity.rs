@@ -2,7 +2,7 @@
 //! drafts and an operator accepts as is: an image of `@modelcontextprotocol/server-filesystem`'s
 //! `read_media_file` and `@modelcontextprotocol/server-everything`'s `get-tiny-image` arrives as
 //! the image block the server sent, a text result keeps its shape (not `{"content":"…"}`), through
-//! the Python SDK 2.x (both handshakes) and the TypeScript SDK; a narrowed `content:` keeps an
+//! the Python SDK 2.x (both handshakes) and 1.x and the TypeScript SDK; a narrowed `content:` keeps an
 //! image out. The peers are installed by `tests/setup-peers.sh`; a missing one fails the test
 //! with a pointer to it.
 
@@ -174,8 +174,8 @@ fn sent(result: &Value) -> (Value, Value) {
 /// Proves: with the contracts `init` drafts accepted unchanged, an image result of
 /// server-filesystem's `read_media_file` (which declares an outputSchema) and of
 /// server-everything's `get-tiny-image` (which declares none), and a text result of
-/// `read_text_file`, reach the Python SDK 2.x (2026-07-28 and legacy handshakes) and the
-/// TypeScript SDK exactly as the server answers them directly: the image as the same image block,
+/// `read_text_file`, reach the Python SDK 2.x (2026-07-28 and legacy handshakes), the Python SDK
+/// 1.x and the TypeScript SDK exactly as the server answers them directly: the image as the same image block,
 /// the text as the same text block, the structured content the same. (Before content blocks, the
 /// image arrived as base64 inside a JSON text and the text as `{"content":"…"}`.)
 #[test]
@@ -230,7 +230,7 @@ fn images_and_texts_reach_real_clients_as_the_server_sent_them() {
         .chain([json!({"op": "call", "name": "get-tiny-image", "arguments": {}})])
         .collect();
     let steps = Value::Array(steps);
-    for client in [PyClient::V2("auto"), PyClient::V2("legacy")] {
+    for client in [PyClient::V2("auto"), PyClient::V2("legacy"), PyClient::V1] {
         let out = client.run(&gw.url, KEY, &steps);
         assert!(out.get("aborted").is_none(), "{out}");
         for (i, want) in expected.iter().enumerate() {
@@ -440,6 +440,26 @@ async fn mcp_apps_ui_reaches_hosts_as_the_example_server_publishes_it() {
             listed(&list, "get-time").expect("listed")["_meta"],
             direct_tool["_meta"]
         );
+        let mut call = body.clone();
+        call["method"] = json!("tools/call");
+        call["params"]["name"] = json!("get-time-app");
+        let call_headers = [
+            ("authorization", auth.as_str()),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "get-time-app"),
+        ];
+        let called = raw.post(&call_headers, &call.to_string()).await.message();
+        match ui {
+            true => assert!(
+                called["result"]["structuredContent"]["time"].is_string(),
+                "{called}"
+            ),
+            false => assert_eq!(
+                called["error"]["message"], "Unknown tool: get-time-app",
+                "{called}"
+            ),
+        }
     }
 }
 
