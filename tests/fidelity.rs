@@ -2,7 +2,7 @@
 //! drafts and an operator accepts as is: an image of `@modelcontextprotocol/server-filesystem`'s
 //! `read_media_file` and `@modelcontextprotocol/server-everything`'s `get-tiny-image` arrives as
 //! the image block the server sent, a text result keeps its shape (not `{"content":"…"}`), through
-//! the Python SDK 2.x (both handshakes) and 1.x and the TypeScript SDK; a narrowed `content:` keeps an
+//! the Python SDK 2.x (both handshakes) and 1.x, the TypeScript SDK and the Inspector CLI; a narrowed `content:` keeps an
 //! image out. The peers are installed by `tests/setup-peers.sh`; a missing one fails the test
 //! with a pointer to it.
 
@@ -175,7 +175,7 @@ fn sent(result: &Value) -> (Value, Value) {
 /// server-filesystem's `read_media_file` (which declares an outputSchema) and of
 /// server-everything's `get-tiny-image` (which declares none), and a text result of
 /// `read_text_file`, reach the Python SDK 2.x (2026-07-28 and legacy handshakes), the Python SDK
-/// 1.x and the TypeScript SDK exactly as the server answers them directly: the image as the same image block,
+/// 1.x, the TypeScript SDK and the Inspector CLI exactly as the server answers them directly: the image as the same image block,
 /// the text as the same text block, the structured content the same. (Before content blocks, the
 /// image arrived as base64 inside a JSON text and the text as `{"content":"…"}`.)
 #[test]
@@ -244,6 +244,23 @@ fn images_and_texts_reach_real_clients_as_the_server_sent_them() {
         let step = &out["results"][i];
         assert_eq!(step["is_error"], false, "{step}");
         assert_eq!(&seen(step), want, "typescript step {i} ({out})");
+    }
+    // The Inspector CLI prints the result as it received it.
+    let home = tempfile::tempdir().expect("tempdir");
+    let inspected = steps.as_array().expect("steps").iter();
+    for (i, (step, want)) in inspected.zip(&expected).enumerate() {
+        let mut cmd = Command::new(node_bin("mcp-inspector"));
+        // Its own HOME: the Inspector keeps a catalog and OAuth state under ~/.mcp-inspector.
+        cmd.env("HOME", home.path())
+            .args(["--cli", &gw.url, "--format", "json", "--stored-auth-only"])
+            .args(["--method", "tools/call", "--tool-name"])
+            .arg(step["name"].as_str().expect("a name"))
+            .args(["--tool-args-json", &step["arguments"].to_string()])
+            .args(["--header", &format!("Authorization: Bearer {KEY}")]);
+        let ran = run(&mut cmd, common::peers::CLIENT_DEADLINE);
+        assert_eq!(ran.code, Some(0), "inspector step {i}: {}", ran.stderr);
+        let result = &ran.json()["result"];
+        assert_eq!(&sent(result), want, "inspector step {i}: {result}");
     }
 }
 
