@@ -29,9 +29,9 @@ pub struct ContentFields {
     /// The block's type: `text`, `image`, `audio` or `resource` (an embedded resource).
     #[serde(rename = "type")]
     kind: ContentKind,
-    /// The MIME types allowed (`image/png`, or `image/*` for any image); not for `text`, whose
-    /// blocks carry none. Empty: any of the type (`image/*` for images, `audio/*` for audio,
-    /// anything for resources).
+    /// The MIME types allowed (`image/png`, or `image/*` for any image; parameters such as
+    /// `;charset=utf-8` are not compared); not for `text`, whose blocks carry none. Empty: any of
+    /// the type (`image/*` for images, `audio/*` for audio, anything for resources).
     #[serde(default)]
     mime_types: Vec<String>,
     /// The most one block may hold: the decoded bytes of an image, audio clip or blob, the
@@ -87,8 +87,10 @@ pub fn build(fields: Vec<ContentFields>) -> Result<Vec<ContentRule>, (String, St
     Ok(rules)
 }
 
-/// `type/subtype` or `type/*`, in the characters RFC 6838 allows.
+/// `type/subtype` or `type/*`, in the characters RFC 6838 allows, with any `;parameters` (which
+/// matching ignores).
 fn valid_mime_pattern(mime: &str) -> bool {
+    let mime = mime.split(';').next().unwrap_or_default().trim();
     let token = |s: &str| {
         !s.is_empty()
             && s.len() <= 127
@@ -175,7 +177,7 @@ fn mime_allowed(rule: &ContentRule, kind: ContentKind, mime: Option<&str>) -> bo
         };
     }
     rule.mime_types.iter().any(|allowed| {
-        let allowed = allowed.to_ascii_lowercase();
+        let allowed = essence(allowed);
         match allowed.strip_suffix("/*") {
             Some(family) => mime.split_once('/').is_some_and(|(f, _)| f == family),
             None => mime == allowed,
@@ -343,6 +345,13 @@ mod tests {
             &rules(json!([{"type": "resource", "mime_types": ["text/plain"]}])),
             &embedded
         ));
+        // Parameters are not part of the match.
+        let app = block(
+            json!({"type": "resource", "resource": {"uri": "ui://a", "text": "<p>", "mimeType": "text/html;profile=mcp-app"}}),
+        );
+        let html = |mime: &str| rules(json!([{"type": "resource", "mime_types": [mime]}]));
+        assert!(allows(&html("text/html;profile=mcp-app"), &app));
+        assert!(allows(&html("text/html"), &app));
     }
 
     /// Proves: bad entries are load errors naming the key.
