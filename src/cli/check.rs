@@ -388,6 +388,11 @@ fn build_report(
                     ));
                 }
                 row.upstream_digest = Some(upstream_digest);
+                warnings.extend(super::init_content::withheld_warning(
+                    name,
+                    contract,
+                    upstream_tool,
+                ));
                 let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
                 let narrowing = narrow(&contract.input, &upstream_input);
                 if let Some(reason) = &narrowing.upstream_omitted {

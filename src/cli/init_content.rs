@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+use crate::contract::{ToolContract, content};
+
 /// The kinds of block beside text, in the order they are written.
 const KINDS: [&str; 3] = ["image", "audio", "resource"];
 
@@ -21,6 +23,30 @@ fn kind_of_word(word: &str) -> Option<&'static str> {
         "resource" | "resources" | "blob" => Some("resource"),
         _ => None,
     }
+}
+
+/// `check`'s warning for a contract that passes text only (no `content:`) while its upstream
+/// tool seems to return other blocks, which the gateway then withholds.
+pub fn withheld_warning(name: &str, contract: &ToolContract, tool: &Tool) -> Option<String> {
+    if contract.content != content::default_rules() {
+        return None;
+    }
+    let lines = render(tool);
+    let kinds: Vec<&str> = KINDS
+        .into_iter()
+        .filter(|k| lines.contains(&format!("{{ type: {k} }}")))
+        .collect();
+    (!kinds.is_empty()).then(|| {
+        format!(
+            "tool `{name}` ({}): upstream tool `{}` seems to return {} blocks, which a contract \
+             without `content:` withholds (text only); list the kinds its results may carry, \
+             e.g. `content: [{{type: text}}, {{type: {}}}]`",
+            contract.file.display(),
+            tool.name,
+            kinds.join(", "),
+            kinds[0]
+        )
+    })
 }
 
 /// The `content:` lines of `tool` (six-space items), or nothing when it seems to return text
@@ -173,6 +199,28 @@ mod tests {
             "{tiny}"
         );
         assert_eq!(render(&tool("get_time", "The current time.", None)), "");
+    }
+
+    /// Proves: `check` warns of a text-only contract for a tool that returns images, and not
+    /// once the contract lists them (or for a text tool).
+    #[test]
+    fn check_warns_of_withheld_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("c.yaml"),
+            "upstream: u\ntools:\n  plain: {}\n  listed:\n    content: [{type: text}, {type: image}]\n",
+        )
+        .expect("write");
+        let set = crate::contract::ContractSet::load_dir(dir.path()).expect("loads");
+        let image = tool("get-tiny-image", "Returns a tiny MCP logo image.", None);
+        let warned = withheld_warning("plain", &set.tools["plain"], &image).expect("a warning");
+        assert!(
+            warned.contains("image") && warned.contains("withholds"),
+            "{warned}"
+        );
+        assert!(withheld_warning("listed", &set.tools["listed"], &image).is_none());
+        let text = tool("get_time", "The current time.", None);
+        assert!(withheld_warning("plain", &set.tools["plain"], &text).is_none());
     }
 
     /// Proves: a tool's UI is scaffolded from `_meta.ui` (or the older flat key), with its
