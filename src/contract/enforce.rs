@@ -156,9 +156,11 @@ fn vouched_content(
             ContentBlock::Text(t) => match content::vouched_text(&t.text, structured, &mut compact)
             {
                 content::Vouched::No => false,
+                // Only a JSON text that passes makes the replacement unneeded.
                 content::Vouched::Json => {
-                    has_json = true;
-                    content::allows(rules, &block)
+                    let allowed = content::allows(rules, &block);
+                    has_json |= allowed;
+                    allowed
                 }
                 content::Vouched::StringValue => content::allows(rules, &block),
             },
@@ -387,8 +389,17 @@ mod tests {
         let pretty = "{\n  \"content\": \"x\"\n}";
         let mut r = CallToolResult::success(vec![ContentBlock::text(pretty), image]);
         r.structured_content = Some(json!({"content": "x"}));
-        let checked = check_result(r, &schemas(&v)).expect("conforms");
+        let checked = check_result(r.clone(), &schemas(&v)).expect("conforms");
         assert_eq!(checked.content, vec![ContentBlock::text(pretty)]);
+
+        // A JSON text over its rule's `max_bytes` is replaced by the compact JSON, not lost.
+        let mut s = schemas(&v);
+        s.content = SHORT_TEXT;
+        let checked = check_result(r, &s).expect("conforms");
+        assert_eq!(
+            checked.content,
+            vec![ContentBlock::text(r#"{"content":"x"}"#)]
+        );
     }
 
     /// Proves: without `output`, only the blocks `content:` allows pass (text alone by
@@ -412,6 +423,13 @@ mod tests {
         let checked = check_result(r, &s).expect("passes");
         assert_eq!(checked.content, blocks[..2].to_vec());
     }
+
+    /// `content: [{type: text, max_bytes: 16}]`.
+    static SHORT_TEXT: &[ContentRule] = &[ContentRule {
+        kind: content::ContentKind::Text,
+        mime_types: Vec::new(),
+        max_bytes: Some(16),
+    }];
 
     /// The default `content:` rules, as a static for [`schemas`].
     static TEXT_ONLY: &[ContentRule] = &[ContentRule {
