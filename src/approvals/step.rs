@@ -47,6 +47,8 @@ pub struct Reach {
     pub approval_id: Option<String>,
     /// A 2026-07-28 stateless request: the user is asked through MRTR.
     pub mrtr: Option<Mrtr>,
+    /// The client declared MCP Apps' UI extension: it may call app-only tools.
+    pub ui_client: bool,
 }
 
 /// The MRTR side of a stateless request (`approval: user`): what it brought back, and what the

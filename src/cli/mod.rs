@@ -5,6 +5,7 @@ mod approvals;
 mod check;
 mod check_offer;
 mod init;
+mod init_content;
 mod init_offer;
 mod receipts;
 mod schema;

@@ -195,6 +195,12 @@ impl DirectCall {
                     && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {
                         tool.contract.relay != crate::contract::relay_policy::RelayPolicy::REFUSED
                     }))
+                // Who may call an app-only tool (MCP Apps) depends on the client's declared
+                // extensions, which rmcp's peer knows.
+                || (admitted.gateway.contracts.any_app_only
+                    && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {
+                        tool.contract.ui.as_ref().is_some_and(|u| u.app_only())
+                    }))
                 // A user's approval is asked on the call's own stream, through rmcp's peer.
                 || (admitted.gateway.any_user_approval
                     && admitted.gateway.catalog().exposed(&params.name).is_some_and(|tool| {

@@ -210,10 +210,25 @@ impl ServerHandler for McpHandler {
             let admitted = admitted_of(&context.extensions)?;
             let caller = caller_of(admitted)?;
             let catalog = admitted.gateway.catalog();
+            let contracts = &admitted.gateway.contracts;
+            // MCP Apps: app-only tools for hosts of the UI extension, `_meta.ui` for those
+            // who may read the UI (`contract::ui`).
+            let peer_info = context.peer.peer_info();
+            let ui_client = crate::contract::ui::client_declares_ui(
+                peer_info.as_ref().map(|i| &i.capabilities),
+                &context.meta,
+            );
             let tools: Vec<Tool> = catalog
                 .exposed_tools()
                 .filter(|t| caller.may_use(&t.contract.name))
-                .map(|t| t.published.clone())
+                .filter(|t| ui_client || !t.contract.ui.as_ref().is_some_and(|u| u.app_only()))
+                .map(|t| {
+                    let mut tool = t.published.clone();
+                    tool.meta = contracts
+                        .ui_meta(&t.contract, |uri| caller.may_read(uri))
+                        .map(rmcp::model::MetaObject);
+                    tool
+                })
                 .collect();
             // The list depends on who asks: no intermediary may serve it to anyone else. Only
             // 2026-07-28 has caching hints; older revisions never carry `cacheScope`.

@@ -76,9 +76,18 @@ pub(crate) async fn answer_tools_call(
                     request.request_state.clone(),
                 )
             }),
+            ui_client: false,
         },
         _ => Reach::default(),
     };
+    let mut reach = reach;
+    if exposed.is_some_and(|t| t.contract.ui.as_ref().is_some_and(|u| u.app_only())) {
+        let peer_info = peer.and_then(|p| p.peer_info());
+        reach.ui_client = crate::contract::ui::client_declares_ui(
+            peer_info.as_ref().map(|i| &i.capabilities),
+            inbound.meta,
+        );
+    }
     // What a call sent again with a state held by another replica is passed on with
     // (`relay::holders`): the client's request id and `_meta` as it sent them.
     let pass_on = (stateless && request.request_state.is_some())

@@ -170,9 +170,11 @@ impl Version {
         // 1. Authorise: a tool that is not the caller's gets the same answer as one that does
         //    not exist, so callers cannot probe for tools.
         let catalog = self.catalog();
+        //    An app-only tool (MCP Apps) exists only for clients of the UI extension.
         let Some(tool) = catalog
             .exposed(&request.name)
             .filter(|_| caller.may_use(&request.name))
+            .filter(|t| reach.ui_client || !t.contract.ui.as_ref().is_some_and(|u| u.app_only()))
         else {
             return (Err(unknown_tool(&request.name)), Outcome::Denied).into();
         };
@@ -388,17 +390,18 @@ impl Version {
             Err(e) => {
                 let outcome = match (&e, contract.idempotent) {
                     (CallError::Timeout(_), true) => Outcome::Timeout,
-                    // Sent, but we cannot know whether it took effect.
+                    // Sent, but no valid answer came back: it may have taken effect.
                     (
-                        CallError::Timeout(_) | CallError::ConnectionLost(_) | CallError::Cancelled,
+                        CallError::Timeout(_)
+                        | CallError::ConnectionLost(_)
+                        | CallError::Cancelled
+                        | CallError::Malformed(_),
                         false,
                     ) => Outcome::Unknown,
                     _ => Outcome::UpstreamError,
                 };
                 let message = match (&e, outcome) {
-                    (_, Outcome::Unknown) => {
-                        format!("{e}; the call may or may not have taken effect")
-                    }
+                    (_, Outcome::Unknown) => format!("{e}; {EFFECT_UNKNOWN}"),
                     // The upstream's message is its own text, of any length: bounded and
                     // escaped like a tool error's (the error's `data` is never passed on).
                     (CallError::Protocol(error), _) => enforce::bounded_text(
@@ -416,6 +419,7 @@ impl Version {
             upstream: upstream_schemas.and_then(|s| s.output.as_deref()),
             max_bytes: usize::try_from(self.config.max_result_bytes.0).unwrap_or(usize::MAX),
             error_text_bytes: self.error_text_bytes(),
+            content: &contract.content,
         };
         match enforce::check_result(result, &schemas) {
             Ok(result) if result.is_error == Some(true) => executed(Ok(result), Outcome::ToolError),
@@ -496,6 +500,12 @@ pub fn unknown_tool(name: &str) -> ErrorData {
     let name = crate::policy::names::shown_tool(name);
     ErrorData::invalid_params(format!("Unknown tool: {name}"), None)
 }
+
+/// What a client is told of a call that reached the upstream without a valid answer: a model
+/// that reads "failed" retries, and a write would then happen twice.
+pub const EFFECT_UNKNOWN: &str = "the call was sent to the upstream, which gave no valid answer, \
+    so its effect is unknown: it may or may not have taken effect. Do not retry it blindly; \
+    first check whether it took effect";
 
 fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])

@@ -75,7 +75,8 @@ pub enum Outcome {
     RateLimited,
     /// An idempotent call did not complete in time.
     Timeout,
-    /// A non-idempotent call was sent but its fate is unknown (timed out or connection lost).
+    /// A non-idempotent call was sent and no valid answer came back (timed out, connection
+    /// lost, an answer that is not a tool result): it may have taken effect.
     Unknown,
     /// The upstream was unavailable, failed, or answered with a protocol error.
     UpstreamError,

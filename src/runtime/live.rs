@@ -46,7 +46,8 @@ impl Live {
             supervisors: Mutex::new(HashMap::new()),
             stop,
         });
-        for upstream in gateway.kept.upstreams.values() {
+        for (name, upstream) in &gateway.kept.upstreams {
+            upstream.declare_extensions(gateway.contracts.used_extensions(name));
             live.supervise(upstream);
         }
         let rebuild = Arc::downgrade(&live);
@@ -92,7 +93,9 @@ impl Live {
         }
         let new = Version::build(config, contracts, Some(&old))
             .map_err(|e| ReloadError(e.to_string()))?;
-        for upstream in new.kept.upstreams.values() {
+        for (name, upstream) in &new.kept.upstreams {
+            // A kept connection declares them when it next connects.
+            upstream.declare_extensions(new.contracts.used_extensions(name));
             if !old
                 .kept
                 .upstreams

@@ -36,6 +36,8 @@ pub struct UpstreamClient {
     pub progress: Arc<ProgressRoutes>,
     /// The calls in flight on this upstream: whose a request or log message is (`inflight`).
     pub in_flight: Arc<InFlight>,
+    /// The client extensions declared to the upstream (`Upstream::declare_extensions`).
+    pub extensions: Vec<String>,
 }
 
 impl UpstreamClient {
@@ -46,6 +48,7 @@ impl UpstreamClient {
             upstream: self.upstream.clone(),
             progress: self.progress.clone(),
             in_flight: self.in_flight.clone(),
+            extensions: self.extensions.clone(),
         }
     }
 
@@ -89,12 +92,26 @@ impl UpstreamClient {
 }
 
 /// The capabilities the gateway declares to upstreams: it relays sampling, elicitation (form
-/// and URL) and roots to the client whose call asks, when that client declared them too.
-fn declared_capabilities() -> ClientCapabilities {
-    serde_json::from_value(serde_json::json!({
+/// and URL) and roots to the client whose call asks, when that client declared them too; and
+/// the `extensions` its contracts use (MCP Apps' UI: a host that renders `text/html` apps).
+fn declared_capabilities(extensions: &[String]) -> ClientCapabilities {
+    let mut declared = serde_json::json!({
         "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}
-    }))
-    .unwrap_or_default()
+    });
+    if !extensions.is_empty() {
+        let settings = |id: &String| match id.as_str() {
+            "io.modelcontextprotocol/ui" => {
+                serde_json::json!({"mimeTypes": ["text/html;profile=mcp-app"]})
+            }
+            _ => serde_json::json!({}),
+        };
+        let map: serde_json::Map<String, serde_json::Value> = extensions
+            .iter()
+            .map(|id| (id.clone(), settings(id)))
+            .collect();
+        declared["extensions"] = serde_json::Value::Object(map);
+    }
+    serde_json::from_value(declared).unwrap_or_default()
 }
 
 /// `params` as JSON, for the gateway's side of a relay.
@@ -106,7 +123,7 @@ fn json_of<T: serde::Serialize>(params: &T) -> Result<serde_json::Value, rmcp::E
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            declared_capabilities(),
+            declared_capabilities(&self.extensions),
             Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")),
         )
     }

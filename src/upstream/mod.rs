@@ -149,6 +149,8 @@ pub struct Upstream {
     in_flight: Arc<inflight::InFlight>,
     /// The resource URIs client sessions subscribed to (`watch`).
     watch: watch::ResourceWatch,
+    /// The client extensions declared to it on connecting (`declare_extensions`).
+    extensions: RwLock<Vec<String>>,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -184,7 +186,21 @@ impl Upstream {
             progress: Arc::default(),
             in_flight: Arc::default(),
             watch: watch::ResourceWatch::default(),
+            extensions: RwLock::default(),
         }
+    }
+
+    /// The client extensions (`io.modelcontextprotocol/ui`, …) declared to this upstream from
+    /// its next connection on: those the contracts use, whose clients may declare them.
+    pub fn declare_extensions(&self, extensions: Vec<String>) {
+        *self.extensions.write().unwrap_or_else(|p| p.into_inner()) = extensions;
+    }
+
+    fn extensions(&self) -> Vec<String> {
+        self.extensions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -367,6 +383,7 @@ impl Upstream {
                 upstream: self.name.clone(),
                 progress: self.progress.clone(),
                 in_flight: self.in_flight.clone(),
+                extensions: self.extensions(),
             };
             let connected = tokio::select! {
                 _ = stop.cancelled() => return,

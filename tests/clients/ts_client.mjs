@@ -11,7 +11,7 @@
 //   steps:        {"op": "list"}                                   -> {"tools": [{name, description, inputSchema,
 //                                                                       outputSchema}]}
 //                 {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
-//                                                                       "structured_content"}
+//                                                                       "content_blocks", "structured_content"}
 //                 a step the SDK rejects records {"error": {"code", "message"}}
 //   capabilities: what the client declares, each with the answer it gives when asked:
 //                 {"sampling": "reply text", "elicitation": {"action": "accept", "content": {...}},

@@ -8,6 +8,8 @@ mod cli;
 mod common;
 #[path = "../conformance.rs"]
 mod conformance;
+#[path = "../fidelity.rs"]
+mod fidelity;
 #[path = "../gateway.rs"]
 mod gateway;
 #[allow(dead_code)] // the OTLP collector; each test uses a part of it
