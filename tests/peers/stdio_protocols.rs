@@ -174,7 +174,7 @@ fn every_result_is_complete_in_front_of_server_everything() {
             );
         };
         assert_eq!(answer["resultType"], "complete", "{step}: {answer}");
-        if step["op"] != "prompt" && step["op"] != "complete" {
+        if step["op"] != "get_prompt" && step["op"] != "complete" {
             assert!(answer["ttlMs"].is_u64(), "{step}: no ttlMs: {answer}");
             assert!(
                 answer["cacheScope"].is_string(),

@@ -36,7 +36,7 @@ fn assert_complete(out: &Value, log: &str) {
         assert_eq!(answer["resultType"], "complete", "{step}: {answer}");
         if matches!(
             step["op"].as_str(),
-            Some("resources" | "templates" | "prompts" | "read")
+            Some("list_resources" | "list_templates" | "list_prompts" | "read_resource")
         ) {
             assert!(answer["ttlMs"].is_u64(), "{step}: no ttlMs: {answer}");
             assert!(
