@@ -63,9 +63,9 @@ trap 'exit 130' INT TERM
 BIN="$ROOT/target/release"
 if [ "$BUILD" = 1 ]; then
     log "building release binaries"
-    (cd "$ROOT" && cargo build --release --quiet --bin narrowgate --example demo-upstream --example loadgen)
+    (cd "$ROOT" && cargo build --release --quiet --bin narrowgate --bin demo-upstream --example loadgen)
 fi
-for b in narrowgate examples/demo-upstream examples/loadgen; do
+for b in narrowgate demo-upstream examples/loadgen; do
     [ -x "$BIN/$b" ] || die "missing $BIN/$b (run without --no-build)"
 done
 command -v redis-server >/dev/null || die "redis-server is missing: apt-get install redis-server"
@@ -98,11 +98,11 @@ PG_PID=$!; PIDS+=("$PG_PID")
 wait_port "$PG_PORT" postgres
 PG_URL="postgres://narrowgate@127.0.0.1:$PG_PORT/postgres"
 
-"$BIN/examples/demo-upstream" http --port 0 >"$WORK/demo.out" 2>"$WORK/demo.err" &
+"$BIN/demo-upstream" http --port 0 >"$WORK/demo.out" 2>"$WORK/demo.err" &
 DEMO_PID=$!; PIDS+=("$DEMO_PID")
 for _ in $(seq 300); do DEMO_URL=$(sed -n 's/^listening on //p' "$WORK/demo.out"); [ -n "$DEMO_URL" ] && break; sleep 0.1; done
 [ -n "$DEMO_URL" ] || die "the demo upstream did not start: see $WORK/demo.err"
-"$BIN/examples/demo-upstream" http --port 0 --stateless >"$WORK/demo2.out" 2>"$WORK/demo2.err" &
+"$BIN/demo-upstream" http --port 0 --stateless >"$WORK/demo2.out" 2>"$WORK/demo2.err" &
 DEMO2_PID=$!; PIDS+=("$DEMO2_PID")
 for _ in $(seq 300); do DEMO2_URL=$(sed -n 's/^listening on //p' "$WORK/demo2.out"); [ -n "$DEMO2_URL" ] && break; sleep 0.1; done
 [ -n "$DEMO2_URL" ] || die "the stateless demo upstream did not start: see $WORK/demo2.err"

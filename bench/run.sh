@@ -100,13 +100,13 @@ BIN="$ROOT/target/release"
 if [ "$BUILD" = 1 ]; then
     log "building release binaries"
     (cd "$ROOT" && cargo build --release --quiet --bin narrowgate \
-        --example demo-upstream --example loadgen --example bench-validation)
+        --bin demo-upstream --example loadgen --example bench-validation)
 fi
-for b in "$BIN/narrowgate" "$BIN/examples/demo-upstream" "$BIN/examples/loadgen" "$BIN/examples/bench-validation"; do
+for b in "$BIN/narrowgate" "$BIN/demo-upstream" "$BIN/examples/loadgen" "$BIN/examples/bench-validation"; do
     [ -x "$b" ] || die "missing $b (run without --no-build)"
 done
 LOADGEN="$BIN/examples/loadgen"
-UPSTREAM_BIN=${UPSTREAM_BIN:-$BIN/examples/demo-upstream}
+UPSTREAM_BIN=${UPSTREAM_BIN:-$BIN/demo-upstream}
 NARROWGATE_BIN=${NARROWGATE_BIN:-$BIN/narrowgate}
 
 free_port() {

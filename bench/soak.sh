@@ -67,9 +67,9 @@ BIN="$ROOT/target/release"
 if [ "$BUILD" = 1 ]; then
     log "building release binaries"
     (cd "$ROOT" && cargo build --release --quiet --bin narrowgate \
-        --example demo-upstream --example loadgen --example hostile-upstream)
+        --bin demo-upstream --example loadgen --bin hostile-upstream)
 fi
-for b in narrowgate examples/demo-upstream examples/loadgen examples/hostile-upstream; do
+for b in narrowgate demo-upstream examples/loadgen hostile-upstream; do
     [ -x "$BIN/$b" ] || die "missing $BIN/$b (run without --no-build)"
 done
 
@@ -88,9 +88,9 @@ start_http() {
     die "$name did not start; see $WORK/$name.err"
 }
 
-start_http demo "$BIN/examples/demo-upstream"; DEMO_URL=$URL
-start_http demo-stateless "$BIN/examples/demo-upstream" --stateless; DEMO_STATELESS_URL=$URL
-start_http hostile "$BIN/examples/hostile-upstream" --attack ping-flood --attack list-changed-flood \
+start_http demo "$BIN/demo-upstream"; DEMO_URL=$URL
+start_http demo-stateless "$BIN/demo-upstream" --stateless; DEMO_STATELESS_URL=$URL
+start_http hostile "$BIN/hostile-upstream" --attack ping-flood --attack list-changed-flood \
     --flood-count 2000; HOSTILE_URL=$URL
 
 KEY="narrowgate-soak-key"
@@ -128,7 +128,7 @@ upstreams:
   demo_stateless: { url: "$DEMO_STATELESS_URL", timeout: 10s }
   hostile_http: { url: "$HOSTILE_URL", timeout: 10s }
   hostile_stdio:
-    command: $BIN/examples/hostile-upstream
+    command: $BIN/hostile-upstream
     args: [stdio, --attack, stderr-flood, --attack, schema-injection, --stderr-bytes, "67108864"]
     timeout: 10s
 callers:

@@ -139,6 +139,7 @@ fn main() {
             upstream: Some(&up_out),
             max_bytes: 4 << 20,
             error_text_bytes: 1 << 10,
+            content: &contract.content,
         };
         // Sanity: the good case passes, the bad one is refused.
         enforce::check_arguments(&contract.input_validator, Some(&up_in), &case.arguments)

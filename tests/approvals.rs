@@ -4,9 +4,7 @@
 //! (nobody decides their own call, a decision is bound to its arguments, only approvers decide);
 //! and what receipts and `check` say of it.
 
-mod common;
-#[allow(dead_code)] // the collector of tests/telemetry.rs; this file uses a part of it
-mod otel;
+use crate::common;
 #[path = "approvals/shared.rs"]
 mod shared;
 #[path = "approvals/spans.rs"]

@@ -3,7 +3,7 @@
 //! servers (`@modelcontextprotocol/server-everything`, `@modelcontextprotocol/server-filesystem`,
 //! and a Python SDK server with tool names that clients cannot use; see `cli/init_round_trip.rs`).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};

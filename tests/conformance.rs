@@ -9,7 +9,7 @@
 // sessions, which the suite and these tests use, still carry them.
 #![allow(deprecated)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -131,15 +131,20 @@ fn every_active_server_scenario_passes_against_the_demo_upstream() {
     );
 }
 
-/// Proves the gateway costs a client nothing the suite checks: through narrowgate (configured as
-/// `narrowgate init` scaffolds it, by `run.sh --through-gateway`), no scenario fails that passes
-/// directly against the same upstream. Fails when one does (before the relays of sampling,
-/// elicitation, roots and logging, six did), naming them.
-#[test]
-fn no_scenario_fails_only_through_the_gateway() {
+/// Runs the active scenarios against the demo upstream started with `flags`, directly and
+/// through the gateway (configured as `narrowgate init` scaffolds it, by `run.sh
+/// --through-gateway`), and fails naming every scenario that passes directly but not through
+/// the gateway.
+fn assert_no_scenario_fails_only_through_the_gateway(flags: &str) {
+    assert_none_fails_only_through_the_gateway("active", flags, ACTIVE_SCENARIOS.len());
+}
+
+/// The same for the scenarios of `suite`, of which there are `scenarios`.
+fn assert_none_fails_only_through_the_gateway(suite: &str, flags: &str, scenarios: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let results = dir.path().join("results.tsv");
-    let (code, output) = run_harness(&["--through-gateway"], &results);
+    let args = ["--through-gateway", "--suite", suite, "--demo-flags", flags];
+    let (code, output) = run_harness(&args, &results);
     let table = std::fs::read_to_string(&results).unwrap_or_default();
     let only_through_gateway: Vec<&str> = table
         .lines()
@@ -151,18 +156,91 @@ fn no_scenario_fails_only_through_the_gateway() {
         .collect();
     assert!(
         only_through_gateway.is_empty(),
-        "fail only through the gateway: {only_through_gateway:?}\n{output}"
+        "demo upstream {flags:?}: fail only through the gateway: {only_through_gateway:?}\n{output}"
     );
     assert_eq!(
         code,
         Some(0),
-        "run.sh --through-gateway failed; its output:\n{output}"
+        "demo upstream {flags:?}: run.sh --through-gateway failed; its output:\n{output}"
     );
     assert_eq!(
         table.lines().skip(1).count(),
-        ACTIVE_SCENARIOS.len(),
-        "the scenarios run differ from the active set:\n{output}"
+        scenarios,
+        "demo upstream {flags:?}: the scenarios run differ from the {suite} set:\n{output}"
     );
+}
+
+/// Proves the suite's pending server scenarios (0.1.16: `json-schema-2020-12`,
+/// `server-sse-polling`) pass against the demo upstream directly and none fails only through
+/// the gateway, in front of the demo upstream by default and like the reference server.
+#[test]
+fn no_pending_scenario_fails_only_through_the_gateway() {
+    for flags in ["", "--modern-declares-less --listen-ndjson"] {
+        assert_none_fails_only_through_the_gateway("pending", flags, 2);
+    }
+}
+
+/// Proves the gateway costs a client nothing the suite checks, in front of the demo upstream as
+/// it starts by default (2026-07-28): no scenario fails through the gateway that passes directly.
+/// Fails when one does (before the relays of sampling, elicitation, roots and logging, six did),
+/// naming them.
+#[test]
+fn no_scenario_fails_only_through_the_gateway() {
+    assert_no_scenario_fails_only_through_the_gateway("");
+}
+
+/// Proves the same in front of a 2025-11-25 upstream (`--legacy`: sessions only).
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_a_legacy_upstream() {
+    assert_no_scenario_fails_only_through_the_gateway("--legacy");
+}
+
+/// Proves the same in front of an upstream that, like the suite's reference server, declares
+/// less on 2026-07-28 than in a session (`--modern-declares-less`: no resource subscriptions,
+/// no completions there). Fails when the gateway keeps such an upstream on 2026-07-28 (it did:
+/// resources-subscribe and resources-unsubscribe waited for a stream the upstream never
+/// acknowledged, "upstream did not answer within 30s").
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_declares_less_on_2026() {
+    assert_no_scenario_fails_only_through_the_gateway("--modern-declares-less");
+}
+
+/// Proves the same in front of an upstream that, like the suite's reference server, answers
+/// `subscriptions/listen` with newline-delimited JSON acknowledging only list changes, and
+/// quotes the request id in its subscription id (`--listen-ndjson`). Fails when the gateway
+/// reads the stream as rmcp does (it did: the acknowledgment never came, and
+/// resources-subscribe and resources-unsubscribe failed).
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_whose_listen_is_ndjson() {
+    assert_no_scenario_fails_only_through_the_gateway("--listen-ndjson");
+}
+
+/// Proves the same in front of an upstream that on 2026-07-28 asks the client with requests on
+/// the call's own answer stream, as a session would (`--asks-on-stream`): the gateway relays
+/// them to the calling client and posts the answers back. (It did so before this mode existed:
+/// this guards the relay, and shows the reference server's sampling and elicitation failures
+/// were not the gateway refusing such requests.)
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_asks_on_the_call_stream() {
+    assert_no_scenario_fails_only_through_the_gateway("--asks-on-stream");
+}
+
+/// Proves the same in front of a 2025-11-25 upstream that asks the client on the session's
+/// standalone stream (`GET`), not on the call's answer stream (`--legacy
+/// --asks-on-standalone`), as the suite's reference server at 0.1.16 does: such a request is
+/// the call's when it is the only call in flight. Fails when the gateway refuses every request
+/// from that stream (it did, -32601: tools-call-sampling, tools-call-elicitation,
+/// elicitation-sep1034-defaults and elicitation-sep1330-enums failed only through it).
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_that_asks_on_its_standalone_stream() {
+    assert_no_scenario_fails_only_through_the_gateway("--legacy --asks-on-standalone");
+}
+
+/// Proves the same in front of the demo upstream with every way of the reference server at
+/// once (`--modern-declares-less --listen-ndjson`).
+#[test]
+fn no_scenario_fails_only_through_the_gateway_to_an_upstream_like_the_reference_server() {
+    assert_no_scenario_fails_only_through_the_gateway("--modern-declares-less --listen-ndjson");
 }
 
 /// A client that forwards the resource updates and log messages it receives to channels.

@@ -2,7 +2,7 @@
 //! gateways share a real `redis-server` and sit in front of ONE demo upstream over HTTP, whose
 //! process-wide counter shows how often a call really ran.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! timeouts, retries of idempotent tools only, at-most-once for the others, dedupe, invalid
 //! JSON-RPC from an upstream, and tool-list changes under load.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,8 @@ async fn idempotent_tools_are_retried_on_timeout_within_bounds() {
 }
 
 /// Proves: a non-idempotent call that timed out after being sent is reported as of unknown
-/// effect and never retried: the upstream ran it exactly once.
+/// effect, with the client told not to retry it blindly, and never retried: the upstream ran it
+/// exactly once.
 #[tokio::test]
 async fn a_timed_out_write_is_unknown_and_never_retried() {
     let gw = start();
@@ -84,7 +85,8 @@ async fn a_timed_out_write_is_unknown_and_never_retried() {
     let r = call_answered(&c, "count_slowly", json!({"delay_ms": 1500})).await;
     assert_eq!(r.is_error, Some(true));
     assert!(
-        text_of(&r).contains("may or may not have taken effect"),
+        text_of(&r).contains("may or may not have taken effect")
+            && text_of(&r).contains("Do not retry it blindly"),
         "{r:?}"
     );
     // The upstream keeps running the write after the gateway gave up on it: wait until it (and

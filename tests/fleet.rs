@@ -3,7 +3,7 @@
 //! with the official Python SDK through nginx (legacy sessions and stateless 2026-07-28 calls at
 //! once) while one replica is killed with SIGKILL mid-run.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};

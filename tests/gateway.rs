@@ -2,7 +2,7 @@
 //! HTTP: narrowing, argument and result enforcement, callers, sessions and the HTTP guards.
 //! Every test starts the real binary on its own port.
 
-mod common;
+use crate::common;
 #[path = "gateway/credentials.rs"]
 mod credentials;
 #[path = "gateway/direct.rs"]

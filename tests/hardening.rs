@@ -2,7 +2,7 @@
 //! caller may not use, names and identities built to forge log lines or flood receipts, request
 //! ids reused while in flight.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! other arguments are refused), across two gateways sharing a real Redis too; a key that is too
 //! long is refused; the key reaches neither the upstream nor another caller.
 
-mod common;
+use crate::common;
 
 use common::{
     BOB, Gateway, HttpUpstream, KEY, Redis, callers, client, contract_file, counter, counter_tool,

@@ -4,7 +4,7 @@
 //! 403 (raw and through the official Python SDK), roles, API keys beside tokens, and rate limits
 //! in memory and shared by two gateways through a real `redis-server` (in identity/limits.rs).
 
-mod common;
+use crate::common;
 #[path = "identity/limits.rs"]
 mod limits;
 #[path = "identity/step_up.rs"]

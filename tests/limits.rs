@@ -2,7 +2,7 @@
 //! send slowly, never finish, open too many connections or too many sessions get a bounded
 //! answer (408, a closed connection, 503 with `Retry-After`) and the gateway keeps serving.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! legacy session stick to the replica that holds the session, while stateless 2026-07-28 calls
 //! (and `initialize`) are spread over both.
 
-mod common;
+use crate::common;
 
 use common::{
     Gateway, KEY, Nginx, Raw, callers, demo_stdio_config, echo_tool, receipts_json,

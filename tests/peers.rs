@@ -2,9 +2,12 @@
 //! (Streamable HTTP), `mcp-server-time` and `@modelcontextprotocol/server-filesystem` (stdio), and
 //! clients the official Python SDKs (`mcp` 2.3.0 in both handshake modes, `mcp` 1.30.0), the
 //! official TypeScript SDK (`@modelcontextprotocol/sdk` 1.32.2) and the MCP Inspector CLI. The peers are installed into `.peers/` by `tests/setup-peers.sh`; a missing peer
-//! fails the test with a pointer to that script.
+//! fails the test with a pointer to that script. `peers/real_servers.rs`: each of the MCP project's
+//! servers from `init` to `serve`, answering every client as it does directly.
 
-mod common;
+use crate::common;
+#[path = "peers/real_servers.rs"]
+mod real_servers;
 #[path = "peers/stdio_protocols.rs"]
 mod stdio_protocols;
 
@@ -434,7 +437,7 @@ fn mcp_inspector_cli_lists_and_calls_through_the_gateway() {
 }
 
 /// The JSON Schema `pattern` (ECMA-262 regex) matching `text` literally.
-fn regex_escape(text: &str) -> String {
+pub(crate) fn regex_escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let special = "\\^$.|?*+()[]{}/".contains(c);

@@ -2,9 +2,8 @@
 //! answers its message (outcome `denied`, the reason in the receipt), one that cannot be evaluated
 //! denies without echoing the arguments, and one that does not compile stops the gateway loading.
 
-mod common;
-#[allow(dead_code)] // the collector of tests/telemetry.rs; this file uses a part of it
-mod otel;
+use crate::common;
+use crate::otel;
 
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! demo upstream over stdio: one receipt per call for every outcome, durability under SIGKILL,
 //! redaction, retention, and the command's filters.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

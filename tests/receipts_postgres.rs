@@ -4,7 +4,7 @@
 //! first start and migrated from an older version, and an unreachable or too new database is a
 //! clear error at start.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

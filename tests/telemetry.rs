@@ -6,8 +6,8 @@
 //! Needs `.peers/otel` (rotel + opentelemetry-proto) and the OpenTelemetry SDK in `.peers/py2`;
 //! a missing piece fails the test with the command that installs it.
 
-mod common;
-mod otel;
+use crate::common;
+use crate::otel;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! gateway's resources stay bounded, `/healthz` keeps answering, and nothing outside the contract
 //! reaches the upstream.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

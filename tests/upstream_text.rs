@@ -4,7 +4,7 @@
 //! JSON-RPC errors arrive as one bounded, escaped text block; result rejections name the
 //! contract, never the result; an output contract no result can meet disables the tool.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -50,18 +50,31 @@ const BOTH: [Via; 2] = [Via::Stdio, Via::Http];
 /// `record`, once the catalog has joined the upstream's tools; the HTTP upstream's process, if
 /// any, lives as long as the gateway.
 fn gateway(via: Via, attack: &str, record: &Path, extra: &str) -> (Gateway, Option<HostileHttp>) {
+    gateway_with(via, attack, record, extra, CONTRACT)
+}
+
+/// [`gateway`] with another contract file for the hostile upstream.
+fn gateway_with(
+    via: Via,
+    attack: &str,
+    record: &Path,
+    extra: &str,
+    contract: &str,
+) -> (Gateway, Option<HostileHttp>) {
+    // "": no attack, a conforming upstream.
+    let attacks: &[&str] = if attack.is_empty() { &[] } else { &[attack] };
     let (entry, http) = match via {
         Via::Stdio => (
-            hostile_stdio_upstream("hostile", &[attack], record, &[]),
+            hostile_stdio_upstream("hostile", attacks, record, &[]),
             None,
         ),
         Via::Http => {
-            let upstream = HostileHttp::start(&[attack], record, &[]);
+            let upstream = HostileHttp::start(attacks, record, &[]);
             (upstream.config("hostile"), Some(upstream))
         }
     };
     let config = format!("{extra}upstreams:\n{entry}{}", callers(&[]));
-    let gw = Gateway::start(&config, &[("hostile.yaml", CONTRACT)]);
+    let gw = Gateway::start(&config, &[("hostile.yaml", contract)]);
     gw.wait_for(
         Duration::from_secs(30),
         "the upstream's tools joined",
@@ -227,5 +240,89 @@ async fn an_output_contradicting_the_contract_disables_the_tool() {
             .and_then(|rows| rows.iter().find(|r| r["tool"] == "echo_checked"))
             .expect("a row for echo_checked");
         assert_eq!(row["output_narrowing"]["verdict"], "empty", "{row}");
+    }
+}
+
+/// Proves: a call of a write tool that reached the upstream and got back something that is not a
+/// tool result has outcome `unknown` (it may have taken effect), and the client is told not to
+/// retry it blindly; the same answer to a read (idempotent) tool stays `upstream_error`.
+#[tokio::test]
+async fn a_write_answered_with_no_valid_result_has_an_unknown_outcome() {
+    const WRITES: &str = r#"upstream: hostile
+tools:
+  echo:
+    privilege: read
+    input: { type: object, properties: { text: { type: string } }, required: [text] }
+  echo_write:
+    upstream_tool: echo
+    privilege: write
+    input: { type: object, properties: { text: { type: string } }, required: [text] }
+"#;
+    for via in BOTH {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("r.jsonl");
+        let (gw, _up) = gateway_with(via, "not-a-result", &record, "", WRITES);
+        let c = client(&gw.url, KEY).await;
+        let r = call_answered(&c, "echo_write", json!({"text": "insert"})).await;
+        assert_eq!(r.is_error, Some(true), "{via:?}: {r:?}");
+        let text = text_of(&r);
+        assert!(
+            text.contains("not a tool result")
+                && text.contains("effect is unknown")
+                && text.contains("Do not retry it blindly"),
+            "{via:?}: {text}"
+        );
+        assert_eq!(recorded_requests(&record, "tools/call"), 1, "{via:?}");
+        let receipts = common::receipts_json(&gw.config_path(), &["--tool", "echo_write"]);
+        assert_eq!(receipts.len(), 1, "{via:?}: {receipts:?}");
+        assert_eq!(receipts[0]["outcome"], "unknown", "{via:?}: {receipts:?}");
+
+        let r = call_answered(&c, "echo", json!({"text": "read"})).await;
+        assert_eq!(r.is_error, Some(true), "{via:?}: {r:?}");
+        assert!(!text_of(&r).contains("effect is unknown"), "{via:?}: {r:?}");
+        let receipts = common::receipts_json(&gw.config_path(), &["--tool", "echo"]);
+        assert_eq!(
+            receipts[0]["outcome"], "upstream_error",
+            "{via:?}: {receipts:?}"
+        );
+    }
+}
+
+/// Proves: an upstream is told of the client extensions its contracts use: with a tool's `ui:`
+/// (MCP Apps), the gateway's `initialize` declares `io.modelcontextprotocol/ui` (with the app
+/// MIME type) to that upstream; without one it declares no extension.
+#[tokio::test]
+async fn the_ui_extension_is_declared_to_an_upstream_whose_contracts_use_it() {
+    const WITH_UI: &str = r#"upstream: hostile
+tools:
+  echo:
+    privilege: read
+    input: { type: object, properties: { text: { type: string } }, required: [text] }
+    ui: { resource: "ui://echo/app.html" }
+resources:
+  - uri: "ui://echo/app.html"
+"#;
+    for via in BOTH {
+        for (contract, declared) in [(WITH_UI, true), (CONTRACT, false)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let record = dir.path().join("r.jsonl");
+            let (_gw, _up) = gateway_with(via, "", &record, "", contract);
+            let inits: Vec<Value> = common::recorded(&record)
+                .into_iter()
+                .filter(|m| m["method"] == "initialize")
+                .collect();
+            assert!(!inits.is_empty(), "{via:?}: no initialize recorded");
+            for init in inits {
+                let extensions = &init["params"]["capabilities"]["extensions"];
+                match declared {
+                    true => assert_eq!(
+                        extensions["io.modelcontextprotocol/ui"],
+                        json!({"mimeTypes": ["text/html;profile=mcp-app"]}),
+                        "{via:?}: {init}"
+                    ),
+                    false => assert!(extensions.is_null(), "{via:?}: {init}"),
+                }
+            }
+        }
     }
 }

@@ -43,7 +43,7 @@ use serde_json::Value;
 use crate::config::{Config, LoadError, Needs, UpstreamTransport};
 use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{Approval, ContractSet, SideEffects, ToolContract, digest};
-use crate::gateway::catalog::{Catalog, Entry};
+use crate::runtime::catalog::{Catalog, Entry};
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 
 mod table;
@@ -149,7 +149,7 @@ pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
         None
     } else {
         match super::runtime(None) {
-            Ok(rt) => Some(rt.block_on(contact(&config))),
+            Ok(rt) => Some(rt.block_on(contact(&config, &contracts))),
             Err(e) => {
                 eprintln!("narrowgate check: cannot start the runtime: {e}");
                 return ExitCode::from(2);
@@ -201,10 +201,12 @@ pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
 }
 
 /// Lists every upstream's tools once, all at the same time.
-async fn contact(config: &Config) -> BTreeMap<String, Snapshot> {
+async fn contact(config: &Config, contracts: &ContractSet) -> BTreeMap<String, Snapshot> {
     let mut tasks = Vec::new();
     for (name, u) in &config.upstreams {
         let upstream = Upstream::new(name, u);
+        // As `serve` connects: a server may list some tools only to hosts of an extension.
+        upstream.declare_extensions(contracts.used_extensions(name));
         tasks.push(tokio::spawn(async move {
             let result = list_tools_once(&upstream, CONNECT_WITHIN).await;
             (upstream.name.clone(), result)
@@ -316,6 +318,7 @@ fn build_report(
     approval_warnings(config, contracts, &mut warnings);
     warnings.extend(super::check_reach::unreachable(config, contracts));
     warnings.extend(super::check_reach::environment(config));
+    warnings.extend(contracts.ui_warnings());
     let catalog = snapshots.map(|s| Catalog::build(contracts, s));
     let mut tools = Vec::new();
     for (name, contract) in &contracts.tools {
@@ -406,6 +409,11 @@ fn build_report(
                     ));
                 }
                 row.upstream_digest = Some(upstream_digest);
+                warnings.extend(super::init_content::withheld_warning(
+                    name,
+                    contract,
+                    upstream_tool,
+                ));
                 let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
                 let narrowing = narrow(&contract.input, &upstream_input);
                 if let Some(reason) = &narrowing.upstream_omitted {

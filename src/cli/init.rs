@@ -67,6 +67,9 @@ pub fn run(config_path: &Path, upstream_name: &str, prefix: &str) -> ExitCode {
         return ExitCode::from(2);
     };
     let upstream = Upstream::new(upstream_name, upstream_config);
+    // A server may list its MCP Apps tools only to hosts that can show them: init scaffolds
+    // everything it offers.
+    upstream.declare_extensions(vec![crate::contract::ui::UI_EXTENSION.to_string()]);
     let tools = match super::runtime(None)
         .map_err(|e| format!("cannot start the runtime: {e}"))
         .and_then(|rt| rt.block_on(list_tools_once(&upstream, LIST_WITHIN)))
@@ -263,6 +266,8 @@ fn render_tool(tool: &Tool, exposed: &str) -> Result<String, String> {
             )),
         }
     }
+    out.push_str(&super::init_content::render(tool));
+    out.push_str(&super::init_content::render_ui(tool, yaml_string));
     out.push_str(&format!(
         "    pin: {}   # the upstream's definition as seen now; `narrowgate check` reports changes\n",
         digest::tool_digest(tool)

@@ -6,6 +6,7 @@ mod check;
 mod check_offer;
 mod check_reach;
 mod init;
+mod init_content;
 mod init_offer;
 mod receipts;
 mod schema;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::config::units::parse_duration;
-use crate::receipts::query::{Filter, Source};
+use crate::receipts::Filter;
+use crate::receipts::query::Source;
 use crate::receipts::{Outcome, Receipt, Settings};
 
 #[derive(clap::Args)]

@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::live::Live;
-use crate::gateway::{Gateway, connections, http};
+use crate::edge::{self as http, connections};
+use crate::runtime::Version;
+use crate::runtime::live::Live;
 use crate::telemetry::{self, logs::LogFormat};
 
 pub fn run(config_path: &Path, log_format: LogFormat, workers: Option<usize>) -> ExitCode {
@@ -47,7 +48,7 @@ async fn serve(
     let addr = config.listen_addr();
     let path = config.path.clone();
     let telemetry = telemetry::install(config.telemetry.as_ref()).map_err(|e| e.to_string())?;
-    let gateway = Gateway::new(config, contracts).map_err(|e| e.to_string())?;
+    let gateway = Version::new(config, contracts).map_err(|e| e.to_string())?;
     if !gateway.authenticator.has_callers() {
         tracing::warn!("no callers are configured: every request will be refused with 401");
     }

@@ -4,14 +4,16 @@
 //! A contract is the only source of what clients see: its name, texts, schemas and annotations are
 //! published; the upstream's never are.
 
+pub mod content;
 pub mod digest;
 pub mod enforce;
 pub mod keywords;
 pub mod narrow;
 pub mod publish;
-pub mod relay;
+pub mod relay_policy;
 pub mod resources;
 pub mod schema;
+pub mod ui;
 pub mod when;
 
 #[cfg(test)]
@@ -107,6 +109,18 @@ struct ToolContractFields {
     #[serde(default)]
     #[schemars(schema_with = "output_schema")]
     output: Option<Value>,
+    /// The content blocks a result may carry to the client as the upstream sent them, each by
+    /// `type` (`text`, `image`, `audio`, `resource`), with optional `mime_types` and
+    /// `max_bytes`. Default: text only. With `output`, a text block must also repeat the
+    /// validated `structuredContent` (its JSON, or one of its string values); any block not
+    /// passed is replaced by the JSON of `structuredContent`. Without `output`, it is dropped.
+    #[serde(default)]
+    content: Vec<content::ContentFields>,
+    /// An MCP Apps UI for the tool: `{resource: "ui://…", visibility: [model, app]}`. Published
+    /// as the tool's `_meta.ui` only when the resource is declared in this file's `resources`
+    /// and the caller may read it; `visibility: [app]` lists the tool only to clients that
+    /// declared the `io.modelcontextprotocol/ui` extension, and only they may call it.
+    ui: Option<ui::UiFields>,
     /// JSON pointers (`/token`) to arguments whose values are replaced by a marker in receipts.
     #[serde(default)]
     #[schemars(inner(pattern(or_env_reference("/.*"))))]
@@ -124,7 +138,7 @@ struct ToolContractFields {
     /// Which requests the upstream may send to the calling client while the tool runs
     /// (`sampling`, `elicitation`, `roots`; each `true` by default). A refused one gets a
     /// JSON-RPC error upstream, never an answer.
-    relay: Option<relay::RelayPolicy>,
+    relay: Option<relay_policy::RelayPolicy>,
     /// Who must approve each call before it is forwarded: `none` (the default), `user` (the
     /// calling client's user, asked through MCP elicitation) or `approver` (a caller or role
     /// listed in the configuration's `approvers`, through `narrowgate approvals` or
@@ -210,6 +224,10 @@ pub struct ToolContract {
     pub output: Option<Value>,
     pub input_validator: Arc<Validator>,
     pub output_validator: Option<Arc<Validator>>,
+    /// Which content blocks pass as sent (`content:`, or text only).
+    pub content: Vec<content::ContentRule>,
+    /// The MCP Apps UI (`ui:`).
+    pub ui: Option<ui::Ui>,
     pub redact: Vec<String>,
     pub pin: Option<String>,
     /// Compiled `when` preconditions, in order (empty: none, and nothing to evaluate).
@@ -221,7 +239,7 @@ pub struct ToolContract {
     /// `sha256:` of the contract's canonical JSON, recorded with each call.
     pub digest: String,
     /// The requests from the upstream relayed to the client during a call.
-    pub relay: relay::RelayPolicy,
+    pub relay: relay_policy::RelayPolicy,
 }
 
 impl std::fmt::Debug for ToolContract {
@@ -243,6 +261,9 @@ pub struct ContractSet {
     pub resources: Vec<Arc<resources::ResourceContract>>,
     /// Every prompt contract, by exposed name.
     pub prompts: BTreeMap<String, Arc<resources::PromptContract>>,
+    /// Whether some tool is for MCP Apps only (`ui.visibility: [app]`): then who may call it
+    /// depends on the client's declared extensions, which only rmcp's path knows.
+    pub any_app_only: bool,
 }
 
 /// `^[A-Za-z0-9_-]{1,64}$`: the tool names LLM provider APIs accept.
@@ -335,6 +356,7 @@ impl ContractSet {
             }
             match build(file, &parsed.upstream, &name, fields) {
                 Ok(contract) => {
+                    self.any_app_only |= contract.ui.as_ref().is_some_and(ui::Ui::app_only);
                     self.tools.insert(name, Arc::new(contract));
                 }
                 Err((sub, message)) => {
@@ -385,6 +407,56 @@ impl ContractSet {
             }
         }
         errors
+    }
+
+    /// The tool's `_meta` for `may_read`'s caller: its `ui:` when the same contract file
+    /// declares that resource and the caller may read it, else none (no upstream `_meta` is
+    /// ever published).
+    pub fn ui_meta(
+        &self,
+        tool: &ToolContract,
+        may_read: impl Fn(&str) -> bool,
+    ) -> Option<serde_json::Map<String, Value>> {
+        let ui = tool.ui.as_ref()?;
+        self.resource_for(&ui.resource)
+            .filter(|r| r.upstream == tool.upstream && r.file == tool.file)
+            .filter(|_| may_read(&ui.resource))
+            .map(|_| ui.meta())
+    }
+
+    /// `check`'s warnings about `ui:`: a UI whose resource the same file does not declare is
+    /// never published.
+    pub fn ui_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (name, tool) in &self.tools {
+            let Some(ui) = &tool.ui else { continue };
+            let declared = self
+                .resource_for(&ui.resource)
+                .is_some_and(|r| r.upstream == tool.upstream && r.file == tool.file);
+            if !declared {
+                warnings.push(format!(
+                    "tool `{name}` ({}) has `ui.resource: {}` but that file's `resources` does not \
+                     declare it: its UI link is never published (add `- uri: \"{}\"` to `resources`)",
+                    tool.file.display(),
+                    ui.resource,
+                    ui.resource
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The client extensions some contract of `upstream` uses: declared to that upstream, so
+    /// that a server that offers a UI only to hosts that can show one does.
+    pub fn used_extensions(&self, upstream: &str) -> Vec<String> {
+        let uses_ui = self
+            .tools
+            .values()
+            .any(|t| t.upstream == upstream && t.ui.is_some());
+        match uses_ui {
+            true => vec![ui::UI_EXTENSION.to_string()],
+            false => Vec::new(),
+        }
     }
 
     /// The resource entry a read of `uri` falls under: an exact URI first, else the first
@@ -492,6 +564,19 @@ fn build(
             json!(f.approval_timeout.map(|d| d.0.as_millis() as u64)),
         );
     }
+    let content = content::build(f.content)?;
+    // Only when written, so that the digests of contracts without `content:` stay what they were.
+    if !content.is_empty()
+        && let Some(fields) = described.as_object_mut()
+    {
+        fields.insert("content".into(), json!(content));
+    }
+    let ui = f.ui.map(ui::Ui::build).transpose()?;
+    if let Some(ui) = &ui
+        && let Some(fields) = described.as_object_mut()
+    {
+        fields.insert("ui".into(), json!(ui));
+    }
     let digest = digest::sha256_of(&described);
     let when = when::compile(f.when)?;
     Ok(ToolContract {
@@ -513,6 +598,12 @@ fn build(
         output: f.output,
         input_validator,
         output_validator,
+        content: if content.is_empty() {
+            content::default_rules()
+        } else {
+            content
+        },
+        ui,
         redact: f.redact,
         pin: f.pin,
         when,

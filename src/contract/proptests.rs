@@ -176,7 +176,8 @@ proptest! {
         let c = compile(&contract).expect("contract compiles");
         let u = compile(&upstream).expect("upstream compiles");
         let verdict = compare_output(&contract, &upstream);
-        let schemas = OutputSchemas { contract: Some(&c), upstream: Some(&u), max_bytes: 1 << 20, error_text_bytes: 1024 };
+        let text_only = super::content::default_rules();
+        let schemas = OutputSchemas { contract: Some(&c), upstream: Some(&u), max_bytes: 1 << 20, error_text_bytes: 1024, content: &text_only };
         for mut structured in results {
             if leak {
                 structured[INJECTION_KEY] = json!(INJECTION);

@@ -19,6 +19,7 @@
 //! resist that guessing, but it would need a key kept secret from the receipts' readers and
 //! stable across restarts to be of any use; no digest at all is the simpler promise.
 
+mod error;
 pub mod postgres;
 pub mod query;
 pub mod store;
@@ -34,7 +35,20 @@ use crate::config::Config;
 use crate::contract::ToolContract;
 use crate::contract::digest::sha256_of;
 
-pub use store::{ReceiptError, ReceiptLog};
+pub use error::ReceiptError;
+pub use store::ReceiptLog;
+
+/// Which receipts to return. Every set field must match.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub tool: Option<String>,
+    pub caller: Option<String>,
+    pub outcome: Option<Outcome>,
+    /// Only receipts of calls that arrived within this long before now.
+    pub since: Option<Duration>,
+    /// Only the most recent N.
+    pub limit: Option<u64>,
+}
 
 /// The database used when the configuration has no `receipts` block, relative to its file.
 pub const DEFAULT_PATH: &str = "data/receipts.db";
@@ -61,7 +75,8 @@ pub enum Outcome {
     RateLimited,
     /// An idempotent call did not complete in time.
     Timeout,
-    /// A non-idempotent call was sent but its fate is unknown (timed out or connection lost).
+    /// A non-idempotent call was sent and no valid answer came back (timed out, connection
+    /// lost, an answer that is not a tool result): it may have taken effect.
     Unknown,
     /// The upstream was unavailable, failed, or answered with a protocol error.
     UpstreamError,

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Statement};
 
-use super::query::Filter;
-use super::store::ReceiptError;
+use super::Filter;
+use super::ReceiptError;
 use super::{Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// The schema version this build writes.
@@ -273,6 +273,7 @@ fn migrate(client: &mut Client, location: &str) -> Result<(), ReceiptError> {
         return Err(ReceiptError::NewerPostgresSchema {
             url: location.to_string(),
             found,
+            supported: SCHEMA_VERSION,
         });
     }
     for (version, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
@@ -316,6 +317,7 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
             return Err(ReceiptError::NewerPostgresSchema {
                 url: location,
                 found,
+                supported: SCHEMA_VERSION,
             });
         }
         Some(found) => found,

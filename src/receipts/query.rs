@@ -2,24 +2,12 @@
 //! gateway writes. [`Source`] chooses between the SQLite file and PostgreSQL.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rusqlite::types::Value as SqlValue;
 
-use super::store::{ReceiptError, open_for_reading};
-use super::{Outcome, Receipt, Settings, format_utc_millis, id_floor, millis_ago};
-
-/// Which receipts to return. Every set field must match.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    pub tool: Option<String>,
-    pub caller: Option<String>,
-    pub outcome: Option<Outcome>,
-    /// Only receipts of calls that arrived within this long before now.
-    pub since: Option<Duration>,
-    /// Only the most recent N.
-    pub limit: Option<u64>,
-}
+use super::store::open_for_reading;
+use super::{Filter, ReceiptError};
+use super::{Receipt, Settings, format_utc_millis, id_floor, millis_ago};
 
 /// Where `narrowgate receipts` reads.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,90 +17,22 @@
 //! is a network round trip, so all of them run on the writer thread, which commits whatever queued
 //! meanwhile in one statement (group commit, as above).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::postgres::PgWriter;
-use super::{Call, Receipt, Settings};
+use super::{Call, Receipt, ReceiptError, Settings};
 use backend::Backend;
 use file::open_for_writing;
 pub use file::{SCHEMA_VERSION, open_for_reading};
 
-const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
-    contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
-    reason, approval_id, approval_decision, approver, approval_wait_ms) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
-
 /// At most this many receipts per transaction, so one commit never holds callers for long.
 const MAX_BATCH: usize = 1024;
-/// Retention deletes at most this many rows per statement, between batches, so a large backlog
-/// of old receipts never stalls the calls waiting on the writer.
-const PRUNE_CHUNK: usize = 5_000;
 /// How often an idle writer thread looks at the queue (a safety net: callers commit themselves).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
-
-/// Why the receipts database cannot be opened, read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum ReceiptError {
-    #[error(
-        "cannot create the folder {path} for the receipts database: {source} \
-         (set receipts.path in the configuration to a writable place)"
-    )]
-    CreateDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "cannot open the receipts database {path}: {source} \
-         (check receipts.path in the configuration and the file's permissions)"
-    )]
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    #[error(
-        "the receipts database {path} has schema version {found}, newer than this narrowgate \
-         understands ({SCHEMA_VERSION}): upgrade narrowgate or point receipts.path elsewhere"
-    )]
-    NewerSchema { path: PathBuf, found: i64 },
-    #[error(
-        "there is no receipts database at {path}: the gateway creates it when it starts \
-         (receipts.path in the configuration, default data/receipts.db next to it)"
-    )]
-    Missing { path: PathBuf },
-    #[error("cannot read the receipts database {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    #[error("cannot start the receipts writer thread: {0}")]
-    Thread(std::io::Error),
-    #[error(
-        "the receipts database {url} (PostgreSQL): {source} \
-         (check receipts.url in the configuration, that PostgreSQL is running and reachable, and \
-         the user's rights on the database)"
-    )]
-    Postgres {
-        url: String,
-        source: postgres::Error,
-    },
-    #[error(
-        "the receipts database {url} has schema version {found}, newer than this narrowgate \
-         understands ({}): upgrade narrowgate or point receipts.url elsewhere",
-        super::postgres::SCHEMA_VERSION
-    )]
-    NewerPostgresSchema { url: String, found: i32 },
-    #[error(
-        "there are no receipts in {url}: the gateway creates its tables there when it starts \
-         with receipts.url set to it"
-    )]
-    MissingPostgres { url: String },
-}
 
 /// A receipt waiting for its commit, and who to tell once it is committed.
 struct Pending {
@@ -409,7 +341,7 @@ impl Writer {
     /// if there may be more, else after a tenth of the retention (between 1 s and 10 min).
     fn prune(&mut self, retention: Duration) -> Duration {
         match self.backend.prune(retention) {
-            Ok(n) if n >= PRUNE_CHUNK => Duration::ZERO,
+            Ok(n) if n >= backend::PRUNE_CHUNK => Duration::ZERO,
             Ok(n) => {
                 if n > 0 {
                     tracing::info!(deleted = n, "pruned receipts older than the retention");
@@ -422,52 +354,6 @@ impl Writer {
             }
         }
     }
-}
-
-/// Inserts `receipts` in one transaction. The statements are cached: parsing `BEGIN` and
-/// `COMMIT` anew for every commit showed in profiles. A lone receipt is its own transaction
-/// (SQLite's autocommit): the same commit, without two statements around it.
-fn insert(connection: &mut Connection, receipts: &[&Receipt]) -> rusqlite::Result<()> {
-    if receipts.len() == 1 {
-        return insert_rows(connection, receipts);
-    }
-    connection.prepare_cached("BEGIN")?.execute([])?;
-    let written = insert_rows(connection, receipts)
-        .and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
-    if written.is_err() {
-        let _ = connection.execute_batch("ROLLBACK");
-    }
-    written
-}
-
-fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Result<()> {
-    let mut statement = connection.prepare_cached(INSERT)?;
-    for r in receipts {
-        let arguments = r.arguments.as_ref().map(|a| a.to_string());
-        statement.execute(params![
-            r.id,
-            r.time,
-            r.caller,
-            r.tool,
-            r.upstream,
-            r.upstream_tool,
-            r.contract_digest,
-            // The column is NOT NULL (schema 1 and 2): no digest is written as an empty text.
-            r.arguments_digest.as_deref().unwrap_or(""),
-            r.outcome,
-            r.attempts,
-            r.replayed,
-            r.duration_ms,
-            r.trace_id,
-            arguments,
-            r.reason,
-            r.approval_id,
-            r.approval_decision,
-            r.approver,
-            r.approval_wait_ms,
-        ])?;
-    }
-    Ok(())
 }
 
 mod backend;

@@ -232,7 +232,7 @@ fn label_set(labels: &[(&str, &str)]) -> String {
 }
 
 /// The body of `GET /metrics` (`None` while metrics are off), from the upstreams' health.
-/// The HTTP route is the gateway's (`gateway::health::metrics`): it knows the upstreams.
+/// The HTTP route is the gateway's (`edge::health::metrics`): it knows the upstreams.
 pub fn render(upstreams: &[UpstreamHealth]) -> Option<Response> {
     if !super::metrics_enabled() {
         return None;

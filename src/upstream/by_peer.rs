@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 
-use super::{CallError, Upstream, inflight, listen, mrtr, relay};
+use super::{CallError, Upstream, call_relay, inflight, listen, mrtr};
 
 impl Upstream {
     /// Sends the call on `peer` until the upstream answers it with a result (or an error),
@@ -32,7 +32,7 @@ impl Upstream {
         &self,
         peer: &Peer<RoleClient>,
         mut params: CallToolRequestParams,
-        relay: Option<&Arc<relay::CallRelay>>,
+        relay: Option<&Arc<call_relay::CallRelay>>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         let modern = listen::is_modern(peer);
@@ -86,7 +86,7 @@ impl Upstream {
         &self,
         peer: &Peer<RoleClient>,
         params: CallToolRequestParams,
-        relay: &Arc<relay::CallRelay>,
+        relay: &Arc<call_relay::CallRelay>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResponse, ServiceError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -98,7 +98,7 @@ impl Upstream {
             self.progress
                 .route(handle.progress_token.clone(), relay.clone())
         });
-        let mut cancel = relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
+        let mut cancel = call_relay::CancelUnlessAnswered::new(peer.clone(), handle.id.clone());
         let answer = handle.await_response().await;
         cancel.answered();
         // rmcp hands each notification to a task of its own, so progress the upstream sent
@@ -116,7 +116,7 @@ impl Upstream {
 }
 
 /// Asks for every level of log message in the call's own `_meta`, as a legacy upstream is asked
-/// once per connection (`relay::ask_for_every_log`): each client hears only what its own level
+/// once per connection (`call_relay::ask_for_every_log`): each client hears only what its own level
 /// lets through.
 #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28, whose upstreams log
 fn ask_for_every_log(params: &mut CallToolRequestParams) {

@@ -19,9 +19,9 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::sync::Notify;
 
+use super::call_relay::{self, ProgressRoutes};
 use super::forward::Forwarder;
 use super::inflight::InFlight;
-use super::relay::{self, ProgressRoutes};
 use super::tap::{SessionTap, TappedClient};
 use crate::config::UpstreamTransport;
 
@@ -37,16 +37,30 @@ pub struct UpstreamClient {
     pub progress: Arc<ProgressRoutes>,
     /// The calls in flight on this upstream: whose a request or log message is (`inflight`).
     pub in_flight: Arc<InFlight>,
+    /// The client extensions declared to the upstream (`Upstream::declare_extensions`).
+    pub extensions: Vec<String>,
 }
 
 impl UpstreamClient {
+    /// Another handler for the same upstream (a connection made again).
+    fn copy(&self) -> UpstreamClient {
+        UpstreamClient {
+            tools_changed: self.tools_changed.clone(),
+            upstream: self.upstream.clone(),
+            progress: self.progress.clone(),
+            in_flight: self.in_flight.clone(),
+            extensions: self.extensions.clone(),
+        }
+    }
+
     /// The relay of the call a request rmcp received belongs to (`inflight`): the call whose
-    /// answer stream it came on, none if it came on a stream tied to no call, and the only call
-    /// in flight when the transport cannot tell (stdio).
+    /// answer stream it came on; when it came on a stream tied to no call (an HTTP upstream's
+    /// standalone stream, where servers at the 2025 revisions may send a call's requests) or
+    /// the transport cannot tell (stdio), the only call in flight.
     async fn relay_of(
         &self,
         context: &rmcp::service::RequestContext<RoleClient>,
-    ) -> Option<Arc<relay::CallRelay>> {
+    ) -> Option<Arc<call_relay::CallRelay>> {
         match context
             .extensions
             .get::<rmcp::service::InboundStreamOrigin>()
@@ -54,8 +68,9 @@ impl UpstreamClient {
             Some(rmcp::service::InboundStreamOrigin::OutboundRequest(id)) => {
                 self.in_flight.of_request(id).await
             }
-            Some(rmcp::service::InboundStreamOrigin::Unassociated) => None,
-            None => self.in_flight.only_one(),
+            Some(rmcp::service::InboundStreamOrigin::Unassociated) | None => {
+                self.in_flight.only_one()
+            }
         }
     }
 
@@ -67,7 +82,7 @@ impl UpstreamClient {
         params: serde_json::Value,
         context: &rmcp::service::RequestContext<RoleClient>,
     ) -> Result<T, rmcp::ErrorData> {
-        let answer = relay::ask(self.relay_of(context).await, method, params).await?;
+        let answer = call_relay::ask(self.relay_of(context).await, method, params).await?;
         serde_json::from_value(answer).map_err(|error| {
             rmcp::ErrorData::internal_error(
                 format!("the client's answer to {method} is malformed: {error}"),
@@ -78,12 +93,26 @@ impl UpstreamClient {
 }
 
 /// The capabilities the gateway declares to upstreams: it relays sampling, elicitation (form
-/// and URL) and roots to the client whose call asks, when that client declared them too.
-fn declared_capabilities() -> ClientCapabilities {
-    serde_json::from_value(serde_json::json!({
+/// and URL) and roots to the client whose call asks, when that client declared them too; and
+/// the `extensions` its contracts use (MCP Apps' UI: a host that renders `text/html` apps).
+fn declared_capabilities(extensions: &[String]) -> ClientCapabilities {
+    let mut declared = serde_json::json!({
         "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}
-    }))
-    .unwrap_or_default()
+    });
+    if !extensions.is_empty() {
+        let settings = |id: &String| match id.as_str() {
+            "io.modelcontextprotocol/ui" => {
+                serde_json::json!({"mimeTypes": ["text/html;profile=mcp-app"]})
+            }
+            _ => serde_json::json!({}),
+        };
+        let map: serde_json::Map<String, serde_json::Value> = extensions
+            .iter()
+            .map(|id| (id.clone(), settings(id)))
+            .collect();
+        declared["extensions"] = serde_json::Value::Object(map);
+    }
+    serde_json::from_value(declared).unwrap_or_default()
 }
 
 /// `params` as JSON, for the gateway's side of a relay.
@@ -95,7 +124,7 @@ fn json_of<T: serde::Serialize>(params: &T) -> Result<serde_json::Value, rmcp::E
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            declared_capabilities(),
+            declared_capabilities(&self.extensions),
             Implementation::new("narrowgate", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -174,7 +203,7 @@ impl ClientHandler for UpstreamClient {
     ) {
         match self.in_flight.owner_of_log() {
             Some(call) => call.client.log(params),
-            None => relay::log_unrelated(&self.upstream, &params),
+            None => call_relay::log_unrelated(&self.upstream, &params),
         }
     }
 }
@@ -287,41 +316,75 @@ pub async fn connect(
                     .map_err(|_| ConnectError::Header(k.clone()))?;
                 custom.insert(name, value);
             }
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(custom)
-                .reinit_on_expired_session(true)
-                .max_concurrent_requests(256);
-            // rmcp's default client keeps no idle connection: one TCP connection per call.
-            let http = reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .pool_max_idle_per_host(256)
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-            let parsed = reqwest::Url::parse(url).map_err(|_| ConnectError::Url(url.clone()))?;
-            let client = TappedClient {
-                http,
-                tap: Arc::new(SessionTap::default()),
+            let again = handler.copy();
+            let connected = connect_http(name, url, custom.clone(), handler, lifecycle()).await?;
+            let peer = connected.connection.peer();
+            let Some(modern) = peer
+                .peer_info()
+                .filter(|info| !info.protocol_version.has_initialize())
+                .map(|info| info.capabilities.clone())
+            else {
+                return Ok(connected);
             };
-            let forwarder = Forwarder::new(
-                name,
-                parsed,
-                &client,
-                handler.tools_changed.clone(),
-                handler.progress.clone(),
-            )
-            .identified_as(&handler.get_info());
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let connection = handler
-                .serve_with_lifecycle(transport, lifecycle())
-                .await
-                .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
-            Ok(Connected {
-                connection,
-                forwarder: Some(forwarder),
-            })
+            // An upstream that serves less on 2026-07-28 than in a session is spoken to in a
+            // session (`revision`).
+            let Some(session) = super::revision::session_capabilities(url, custom.clone()).await
+            else {
+                return Ok(connected);
+            };
+            let missing = super::revision::missing_on_modern(&modern, &session);
+            if missing.is_empty() {
+                return Ok(connected);
+            }
+            tracing::info!(upstream = %name, missing = %missing.join(", "), "the upstream declares less on 2026-07-28 than in a 2025-11-25 session: spoken to in a session");
+            let _ = connected.connection.cancel().await;
+            connect_http(name, url, custom, again, ClientLifecycleMode::Initialize).await
         }
     }
+}
+
+/// Connects to the Streamable HTTP upstream at `url` with `lifecycle`, with the [`Forwarder`]
+/// for its calls.
+async fn connect_http(
+    name: &str,
+    url: &str,
+    custom: HashMap<http::HeaderName, http::HeaderValue>,
+    handler: UpstreamClient,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Connected, ConnectError> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom)
+        .reinit_on_expired_session(true)
+        .max_concurrent_requests(256);
+    // rmcp's default client keeps no idle connection: one TCP connection per call.
+    let http = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(256)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+    let parsed = reqwest::Url::parse(url).map_err(|_| ConnectError::Url(url.to_string()))?;
+    let client = TappedClient {
+        http,
+        tap: Arc::new(SessionTap::default()),
+    };
+    let forwarder = Forwarder::new(
+        name,
+        parsed,
+        &client,
+        handler.tools_changed.clone(),
+        handler.progress.clone(),
+    )
+    .identified_as(&handler.get_info());
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let connection = handler
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
+    Ok(Connected {
+        connection,
+        forwarder: Some(forwarder),
+    })
 }
 
 /// How every connection opens, stdio or HTTP: 2026-07-28 when the upstream offers it (tools it

@@ -1,7 +1,7 @@
 //! What upstreams tell the gateway about their resources and prompts: a resource changed
 //! (`notifications/resources/updated`), or the list of resources or prompts did. Every upstream
 //! connection is shared by all of the gateway's client sessions, so these arrive once, here, and
-//! the gateway decides which sessions may hear of each (`gateway::server`).
+//! the gateway decides which sessions may hear of each (`mcp::handler`).
 
 use std::sync::OnceLock;
 

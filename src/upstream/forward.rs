@@ -35,9 +35,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::CallError;
+use super::call_relay::{self, ProgressRoutes};
 use super::h1::{self, Http1Client};
 use super::mrtr;
-use super::relay::{self, ProgressRoutes};
 use super::sse::EventSplitter;
 use super::tap::{Session, SessionTap, TappedClient};
 
@@ -201,7 +201,7 @@ impl Forwarder {
                 Sent::Declined => return Forwarded::Declined,
             };
             round += 1;
-            let call = relay::current();
+            let call = call_relay::current();
             // Boxed: rare, and its future (the client's answers) would sit in every call's.
             if let Err(failed) = Box::pin(mrtr::answer_round(
                 &self.upstream,
@@ -422,7 +422,7 @@ impl Forwarder {
             }
         };
         match (message.method, message.id, message.result, message.error) {
-            (Some(method), Some(request), _, _) if relay::ASKS.contains(&method.as_str()) => {
+            (Some(method), Some(request), _, _) if call_relay::ASKS.contains(&method.as_str()) => {
                 self.relay_ask(session, request, method, message.params);
                 None
             }
@@ -478,9 +478,9 @@ impl Forwarder {
         else {
             return;
         };
-        match relay::current() {
+        match call_relay::current() {
             Some(call) => call.client.log(params),
-            None => relay::log_unrelated(&self.upstream, &params),
+            None => call_relay::log_unrelated(&self.upstream, &params),
         }
     }
 

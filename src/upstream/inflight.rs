@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::RequestId;
 
-use super::relay::CallRelay;
+use super::call_relay::CallRelay;
 
 /// The calls in flight on one upstream.
 #[derive(Default)]
@@ -72,6 +72,11 @@ pub struct Entered<'a> {
 }
 
 impl InFlight {
+    /// Whether any attempt is in flight.
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
     /// Counts an attempt in flight until the returned guard is dropped.
     pub fn enter(&self, relay: Option<&Arc<CallRelay>>) -> Entered<'_> {
         self.count.fetch_add(1, Ordering::AcqRel);
@@ -193,7 +198,7 @@ impl Drop for Entered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::relay::tests::silent_relay;
+    use crate::upstream::call_relay::tests::silent_relay;
 
     /// Proves: a message is given to a call only when that call is the only one in flight (a
     /// second call, even one without a relay, makes it nobody's), and a call rmcp sent is found

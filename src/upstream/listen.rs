@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{ServerNotification, SubscriptionFilter};
+use rmcp::model::{ServerCapabilities, ServerNotification, SubscriptionFilter};
 use rmcp::service::Peer;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -35,7 +35,8 @@ pub fn protocol_of(peer: &Peer<RoleClient>) -> Option<String> {
 
 /// Keeps a `subscriptions/listen` stream of list changes open on `peer` while the returned
 /// guard lives, if the connection is a 2026-07-28 one (a legacy connection gets these
-/// notifications on its session, and needs nothing: `None`).
+/// notifications on its session, and needs nothing: `None`) and the upstream declared list
+/// changes: one that declared none is not asked (it would refuse, or send nothing).
 pub fn start(
     upstream: &str,
     peer: &Peer<RoleClient>,
@@ -44,12 +45,46 @@ pub fn start(
     if !is_modern(peer) {
         return None;
     }
-    let filter = SubscriptionFilter::builder()
-        .tools_list_changed()
-        .resources_list_changed()
-        .prompts_list_changed()
-        .build();
+    let Some(filter) = peer
+        .peer_info()
+        .and_then(|info| list_changes_declared(&info.capabilities))
+    else {
+        tracing::debug!(%upstream, "the upstream declares no list changes: no subscriptions/listen stream");
+        return None;
+    };
     Some(open(upstream, peer, filter, Some(tools_changed)).0)
+}
+
+/// The filter of the list changes `capabilities` declare (`None`: it declares none).
+pub fn list_changes_declared(capabilities: &ServerCapabilities) -> Option<SubscriptionFilter> {
+    let declared = |changes: Option<bool>| changes == Some(true);
+    let tools = declared(capabilities.tools.as_ref().and_then(|t| t.list_changed));
+    let resources = declared(capabilities.resources.as_ref().and_then(|r| r.list_changed));
+    let prompts = declared(capabilities.prompts.as_ref().and_then(|p| p.list_changed));
+    if !(tools || resources || prompts) {
+        return None;
+    }
+    let mut filter = SubscriptionFilter::builder();
+    if tools {
+        filter = filter.tools_list_changed();
+    }
+    if resources {
+        filter = filter.resources_list_changed();
+    }
+    if prompts {
+        filter = filter.prompts_list_changed();
+    }
+    Some(filter.build())
+}
+
+/// Whether `capabilities` declare resource subscriptions (on 2026-07-28, a `subscriptions/listen`
+/// filter naming URIs).
+pub fn subscriptions_declared(capabilities: &ServerCapabilities) -> bool {
+    capabilities
+        .resources
+        .as_ref()
+        .and_then(|r| r.subscribe)
+        .unwrap_or(false)
 }
 
 /// Keeps a stream with `filter` open on `peer` while the returned guard lives; the receiver
@@ -95,16 +130,36 @@ async fn listen(
     let mut opened = Some(opened);
     let mut retry = FIRST_RETRY;
     let mut opened_before = false;
+    // What fails again and again is said once at warn, then at debug: an upstream that keeps
+    // refusing must not fill the log.
+    let mut said = false;
     while !stop.is_cancelled() && !peer.is_transport_closed() {
         match peer.listen(filter.clone()).await {
             Err(error) => {
-                tracing::warn!(%upstream, %error, "cannot open the subscriptions/listen stream: list changes and resource updates go unnoticed until it opens");
+                if std::mem::replace(&mut said, true) {
+                    tracing::debug!(%upstream, %error, "cannot open the subscriptions/listen stream (again)");
+                } else {
+                    tracing::warn!(%upstream, %error, "cannot open the subscriptions/listen stream: list changes and resource updates go unnoticed until it opens (retried quietly)");
+                }
                 if let Some(opened) = opened.take() {
                     let _ = opened.send(Err(error.to_string()));
                 }
             }
             Ok(mut subscription) => {
                 tracing::debug!(%upstream, "subscriptions/listen stream open");
+                // Resource URIs asked for and not acknowledged get no updates: said once, as
+                // the client's subscription holds all the same.
+                let unacknowledged = filter.resource_subscriptions.as_ref().is_some_and(|asked| {
+                    !asked.is_empty()
+                        && subscription
+                            .acknowledged()
+                            .resource_subscriptions
+                            .as_ref()
+                            .is_none_or(|acked| acked.is_empty())
+                });
+                if unacknowledged && !opened_before {
+                    tracing::info!(%upstream, "the upstream acknowledged a subscriptions/listen stream without its resource subscriptions: updates of those resources are not heard");
+                }
                 if let Some(opened) = opened.take() {
                     let _ = opened.send(Ok(()));
                 }
@@ -120,7 +175,11 @@ async fn listen(
                         Ok(Some(notification)) => dispatch(&notification, tools_changed.as_deref()),
                         Ok(None) => break,
                         Err(error) => {
-                            tracing::warn!(%upstream, %error, "the subscriptions/listen stream failed");
+                            if std::mem::replace(&mut said, true) {
+                                tracing::debug!(%upstream, %error, "the subscriptions/listen stream failed (again)");
+                            } else {
+                                tracing::warn!(%upstream, %error, "the subscriptions/listen stream failed (re-opened quietly)");
+                            }
                             break;
                         }
                     }

@@ -6,17 +6,19 @@
 //! upstream answers at once.
 
 mod by_peer;
+pub mod call_relay;
 mod connect;
 mod events;
 mod forward;
 mod h1;
 mod inflight;
 mod listen;
+mod listen_post;
 mod mrtr;
 mod once;
 #[cfg(test)]
 mod raw_server;
-pub mod relay;
+mod revision;
 mod sse;
 mod stderr;
 mod tap;
@@ -69,16 +71,25 @@ impl AttemptSpan for () {
 /// How often a connected upstream is pinged.
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
 
+/// Why a health check failed.
+#[derive(Debug, thiserror::Error)]
+enum Unhealthy {
+    #[error("no answer within 5s")]
+    Silent,
+    #[error("{0}")]
+    Broken(String),
+}
+
 /// MCP `ping`, bounded so a hung upstream counts as failed.
-async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), Unhealthy> {
     let request = rmcp::model::ClientRequest::PingRequest(Default::default());
     match tokio::time::timeout(Duration::from_secs(5), peer.send_request(request)).await {
         Ok(Ok(_)) => Ok(()),
         // An answer, even an error, is an upstream that is there: some 2026-07-28 servers
         // (the Python SDK's) answer `ping` with -32601.
         Ok(Err(ServiceError::McpError(_))) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 5s".into()),
+        Ok(Err(e)) => Err(Unhealthy::Broken(e.to_string())),
+        Err(_) => Err(Unhealthy::Silent),
     }
 }
 
@@ -133,11 +144,13 @@ pub struct Upstream {
     pub default_timeout: Option<Duration>,
     current: RwLock<Current>,
     /// Where progress for the gateway's tokens goes (`relay`), whichever connection brings it.
-    progress: Arc<relay::ProgressRoutes>,
+    progress: Arc<call_relay::ProgressRoutes>,
     /// The calls in flight, to tell whose an upstream's request or log message is.
     in_flight: Arc<inflight::InFlight>,
     /// The resource URIs client sessions subscribed to (`watch`).
     watch: watch::ResourceWatch,
+    /// The client extensions declared to it on connecting (`declare_extensions`).
+    extensions: RwLock<Vec<String>>,
 }
 
 /// Why a call to an upstream did not produce a result.
@@ -173,7 +186,21 @@ impl Upstream {
             progress: Arc::default(),
             in_flight: Arc::default(),
             watch: watch::ResourceWatch::default(),
+            extensions: RwLock::default(),
         }
+    }
+
+    /// The client extensions (`io.modelcontextprotocol/ui`, …) declared to this upstream from
+    /// its next connection on: those the contracts use, whose clients may declare them.
+    pub fn declare_extensions(&self, extensions: Vec<String>) {
+        *self.extensions.write().unwrap_or_else(|p| p.into_inner()) = extensions;
+    }
+
+    fn extensions(&self) -> Vec<String> {
+        self.extensions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -239,13 +266,13 @@ impl Upstream {
         // The gateway answers an upstream's input requests itself (`mrtr`), whatever the client
         // put in these fields.
         mrtr::clear(&mut params);
-        let relay = relay::current();
+        let relay = call_relay::current();
         // The client asked for progress: the upstream gets a token of the gateway's own.
         let _route = relay
             .as_ref()
             .filter(|r| r.progress_token.is_some())
             .map(|r| {
-                let token = relay::fresh_token();
+                let token = call_relay::fresh_token();
                 params
                     .meta
                     .get_or_insert_with(RequestMetaObject::new)
@@ -283,7 +310,7 @@ impl Upstream {
         &self,
         route: Route,
         mut params: CallToolRequestParams,
-        relay: Option<&Arc<relay::CallRelay>>,
+        relay: Option<&Arc<call_relay::CallRelay>>,
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
@@ -356,6 +383,7 @@ impl Upstream {
                 upstream: self.name.clone(),
                 progress: self.progress.clone(),
                 in_flight: self.in_flight.clone(),
+                extensions: self.extensions(),
             };
             let connected = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -375,7 +403,7 @@ impl Upstream {
                     };
                     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
                         .await;
-                    relay::ask_for_every_log(&self.name, &peer).await;
+                    call_relay::ask_for_every_log(&self.name, &peer).await;
                     match peer.list_all_tools().await {
                         Err(e) => format!("listing tools failed: {e}"),
                         Ok(tools) => {
@@ -401,8 +429,14 @@ impl Upstream {
                                     // An HTTP upstream that went away does not close the client:
                                     // a ping notices, so its tools answer "unavailable" at once.
                                     _ = health.tick() => {
-                                        if let Err(e) = ping(&peer).await {
-                                            break format!("health check failed: {e}");
+                                        match ping(&peer).await {
+                                            Ok(()) => {}
+                                            // A server busy with a call (blocking work on its
+                                            // only event loop, as many Python servers do) answers
+                                            // no ping until it is done: the calls' own timeouts
+                                            // judge it, and cutting it would lose them.
+                                            Err(Unhealthy::Silent) if self.in_flight.any() => {}
+                                            Err(e) => break format!("health check failed: {e}"),
                                         }
                                     }
                                     // At most one pending: notifications during this

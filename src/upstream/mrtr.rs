@@ -5,7 +5,7 @@
 //! with an `InputRequiredResult` (`inputRequests`, `requestState`), and the client sends the
 //! call again with `inputResponses` and the same `requestState`. The gateway is that client:
 //! the forwarder ([`super::forward`]) asks each request of the calling client through the same
-//! relay a legacy upstream's requests take (`relay::ask`: the contract's `relay:` policy, the
+//! relay a legacy upstream's requests take (`call_relay::ask`: the contract's `relay:` policy, the
 //! client's capabilities, the `requestedSchema` check), and sends the call again, at most
 //! [`MAX_ROUNDS`] times, within the call's own timeout (the rounds run inside the attempt).
 //!
@@ -27,7 +27,7 @@ use rmcp::model::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::relay::{self, CallRelay};
+use super::call_relay::{self, CallRelay};
 
 /// The most `InputRequiredResult`s one call may get before it fails (rmcp's own client allows
 /// 10; a gateway in the middle allows a little less of its client's patience).
@@ -113,7 +113,7 @@ pub async fn answer_round(
     let mut responses = InputResponses::new();
     for (key, request) in requests {
         let method = request.method;
-        if !relay::ASKS.contains(&method.as_str()) {
+        if !call_relay::ASKS.contains(&method.as_str()) {
             return Err(tool_error(format!(
                 "upstream {upstream} asked for `{}` to complete this call, which is not a \
                  request a client answers",
@@ -121,7 +121,7 @@ pub async fn answer_round(
             )));
         }
         let params = request.params.unwrap_or_else(|| json!({}));
-        match relay::ask(call.clone(), &method, params).await {
+        match call_relay::ask(call.clone(), &method, params).await {
             Ok(response) => {
                 responses.insert(key, response);
             }

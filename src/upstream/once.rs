@@ -20,6 +20,7 @@ async fn connect_once(
             upstream: upstream.name.clone(),
             progress: upstream.progress.clone(),
             in_flight: Arc::default(),
+            extensions: upstream.extensions(),
         },
     )
     .await

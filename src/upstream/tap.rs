@@ -178,6 +178,18 @@ impl StreamableHttpClient for TappedClient {
             auth_header.as_ref(),
             &custom_headers,
         );
+        // A listen stream may come as newline-delimited JSON, which rmcp cannot read.
+        if super::listen_post::is_listen(&message) {
+            let post = super::listen_post::post(
+                &self.http,
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+            );
+            return self.tapped(session, post).await;
+        }
         let post = self.http.post_message_with_response_limits(
             uri,
             message,

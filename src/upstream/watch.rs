@@ -1,7 +1,7 @@
 //! Resource subscriptions on an upstream, whichever protocol it speaks.
 //!
 //! A client session's `resources/subscribe` is relayed to the upstream once, on the connection
-//! all sessions share (each session hears only of its own URIs: `gateway::subscriptions`). A
+//! all sessions share (each session hears only of its own URIs: `mcp::subscriptions`). A
 //! legacy upstream gets `resources/subscribe`. A 2026-07-28 upstream has no such method: it
 //! sends `notifications/resources/updated` only on a `subscriptions/listen` stream whose filter
 //! names the URIs. [`ResourceWatch`] keeps one such stream per connection for every URI
@@ -18,6 +18,15 @@ use rmcp::service::{Peer, ServiceError};
 use tokio_util::sync::DropGuard;
 
 use super::listen;
+
+/// How long an upstream may take to acknowledge a stream of resource updates.
+const ACKNOWLEDGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether the upstream behind `peer` declared resource subscriptions.
+fn declares_subscriptions(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info()
+        .is_some_and(|info| listen::subscriptions_declared(&info.capabilities))
+}
 
 /// The resource URIs subscribed to on one upstream, and the stream that carries their updates
 /// on a 2026-07-28 connection.
@@ -44,6 +53,13 @@ impl ResourceWatch {
             #[allow(deprecated)] // the legacy method is what pre-2026 upstreams serve
             return peer.subscribe(SubscribeRequestParams::new(uri)).await;
         }
+        // An upstream that declared no resource subscriptions has no updates to send: the
+        // subscription holds (the client hears of none, as it would directly) and the upstream
+        // is not asked for a stream it would not acknowledge.
+        if !declares_subscriptions(peer) {
+            tracing::debug!(%upstream, uri, "the upstream declares no resource subscriptions: subscribed at the gateway only");
+            return Ok(());
+        }
         let _opening = self.opening.lock().await;
         let grown = self.lock_uris().insert(uri.to_string());
         if !grown && self.lock_stream().is_some() {
@@ -60,7 +76,7 @@ impl ResourceWatch {
             self.lock_uris().clear();
             return;
         }
-        let Some(filter) = self.filter() else {
+        let Some(filter) = self.filter().filter(|_| declares_subscriptions(peer)) else {
             return;
         };
         let (guard, _first) = listen::open(upstream, peer, filter, None);
@@ -74,7 +90,18 @@ impl ResourceWatch {
             return Ok(());
         };
         let (guard, first) = listen::open(upstream, peer, filter, None);
-        match first.await {
+        // An upstream that never acknowledges (a stream that is not one, say) must not hold
+        // the client's `resources/subscribe` until its own timeout.
+        let Ok(first) = tokio::time::timeout(ACKNOWLEDGED_WITHIN, first).await else {
+            return Err(ServiceError::McpError(rmcp::ErrorData::internal_error(
+                format!(
+                    "the upstream did not acknowledge a subscriptions/listen stream within {}s",
+                    ACKNOWLEDGED_WITHIN.as_secs()
+                ),
+                None,
+            )));
+        };
+        match first {
             Ok(Ok(())) => {
                 *self.lock_stream() = Some(guard);
                 Ok(())

@@ -20,10 +20,12 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import McpError
+from pydantic import AnyUrl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import steps_common  # noqa: E402  (found next to this script)
@@ -32,6 +34,16 @@ from steps_common import TIMEOUT, Sdk  # noqa: E402
 
 @asynccontextmanager
 async def connect(url, headers, mode, on_response):
+    stdio = steps_common.stdio_server(url)
+    if stdio is not None:
+        command, args, env = stdio
+        async with stdio_client(StdioServerParameters(command=command, args=args, env=env)) as (r, w):
+            async with ClientSession(r, w, read_timeout_seconds=timedelta(seconds=TIMEOUT)) as session:
+                with anyio.fail_after(TIMEOUT):
+                    init = await session.initialize()
+                yield session, init.protocolVersion
+        return
+
     def client_factory(headers=None, timeout=None, auth=None):
         # The SDK's own factory, plus a hook that logs response statuses for connect errors.
         client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
@@ -50,6 +62,15 @@ async def list_page(session, cursor):
     return page.tools, page.nextCursor
 
 
+async def resources_page(session, cursor):
+    page = await session.list_resources(cursor=cursor)
+    return page.resources, page.nextCursor
+
+
+async def read_resource(session, uri):
+    return await session.read_resource(AnyUrl(uri))
+
+
 def json_rpc_error(exc):
     if isinstance(exc, McpError):
         return exc.error.code, exc.error.message, exc.error.data
@@ -57,4 +78,13 @@ def json_rpc_error(exc):
 
 
 if __name__ == "__main__":
-    steps_common.main("py1_client.py", Sdk(connect=connect, list_page=list_page, json_rpc_error=json_rpc_error))
+    steps_common.main(
+        "py1_client.py",
+        Sdk(
+            connect=connect,
+            list_page=list_page,
+            json_rpc_error=json_rpc_error,
+            resources_page=resources_page,
+            read_resource=read_resource,
+        ),
+    )

@@ -20,7 +20,7 @@ import sys
 from contextlib import asynccontextmanager
 
 import httpx2
-from mcp import Client, MCPError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +30,13 @@ from steps_common import TIMEOUT, Sdk  # noqa: E402
 
 @asynccontextmanager
 async def connect(url, headers, mode, on_response):
+    stdio = steps_common.stdio_server(url)
+    if stdio is not None:
+        command, args, env = stdio
+        params = StdioServerParameters(command=command, args=args, env=env)
+        async with Client(params, mode=mode, read_timeout_seconds=TIMEOUT) as client:
+            yield client, client.protocol_version
+        return
     # The SDK's own default timeouts (30 s, 300 s read for SSE streams), plus our headers and a status log.
     http = httpx2.AsyncClient(
         headers=headers, timeout=httpx2.Timeout(30, read=300), event_hooks={"response": [on_response]}
@@ -46,6 +53,15 @@ async def list_page(client, cursor):
     return page.tools, page.next_cursor
 
 
+async def resources_page(client, cursor):
+    page = await client.list_resources(cursor=cursor, cache_mode="refresh")
+    return page.resources, page.next_cursor
+
+
+async def read_resource(client, uri):
+    return await client.read_resource(uri)
+
+
 def json_rpc_error(exc):
     if isinstance(exc, MCPError):
         return exc.code, exc.message, exc.data
@@ -53,4 +69,13 @@ def json_rpc_error(exc):
 
 
 if __name__ == "__main__":
-    steps_common.main("py2_client.py", Sdk(connect=connect, list_page=list_page, json_rpc_error=json_rpc_error))
+    steps_common.main(
+        "py2_client.py",
+        Sdk(
+            connect=connect,
+            list_page=list_page,
+            json_rpc_error=json_rpc_error,
+            resources_page=resources_page,
+            read_resource=read_resource,
+        ),
+    )

@@ -4,15 +4,29 @@ versions (see `Sdk`) and calls `main`.
 
     pyN_client.py URL API_KEY MODE STEPS_JSON
 
-URL         the MCP endpoint, e.g. http://127.0.0.1:PORT/mcp
+URL         the MCP endpoint, e.g. http://127.0.0.1:PORT/mcp, or `stdio:` + JSON {"command", "args", "env"} to
+            start a stdio server (its environment: PATH, HOME and `env`, as the gateway gives its stdio
+            upstreams), so that one client's answers can be compared directly and through the gateway
 API_KEY     sent as `Authorization: Bearer API_KEY`; `-` sends no Authorization header
 MODE        `auto` or `legacy`: the handshake, for SDKs that have a choice (see each driver)
 STEPS_JSON  a JSON array of steps:
             {"op": "list"}                                   -> {"tools": [{name, title, description,
-                                                                  inputSchema, outputSchema, annotations}]}
+                                                                  inputSchema, outputSchema, annotations,
+                                                                  _meta}]}
+            {"op": "resources"}                              -> {"resources": [...]} (every page)
+            {"op": "read", "uri": "..."}                     -> {"contents": [...]}
             {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
                                                                   "content_blocks": [...], "structured_content",
                                                                   "meta"}
+            {"op": "list_resources"} | {"op": "list_templates"} | {"op": "list_prompts"}
+                                                             -> the SDK's list result (all pages' items
+                                                                under "items", the first page as "page")
+            {"op": "read_resource", "uri": "..."}            -> {"result": the SDK's ReadResourceResult}
+            {"op": "get_prompt", "name": "...", "arguments": {...}} -> {"result": its GetPromptResult}
+            {"op": "complete", "ref": {"type": "ref/prompt", "name": ...} | {"type": "ref/resource",
+             "uri": ...}, "argument": {"name", "value"}}  -> {"result": its CompleteResult}
+            Each result is the SDK's own parsed model (so what it refuses to parse is an exception), dumped
+            with the wire's field names.
             A step whose request the SDK rejects with a JSON-RPC error records {"error": {"code", "message"[, "data"]}};
             any other exception (e.g. the SDK's own output-schema check) records {"exception": {"type", "message"}}.
 
@@ -25,6 +39,7 @@ Prints one JSON object on stdout and exits 0:
 Exits 2 on bad arguments. Per-step timeout: $PY_CLIENT_TIMEOUT seconds (default 30).
 """
 
+import inspect
 import json
 import logging
 import os
@@ -36,7 +51,7 @@ from typing import Any, AsyncContextManager, Awaitable, Callable
 import anyio
 
 TIMEOUT = float(os.environ.get("PY_CLIENT_TIMEOUT", "30"))
-TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 
 
 @dataclass
@@ -50,6 +65,10 @@ class Sdk:
     list_page: Callable[[Any, Any], Awaitable[tuple]]
     # json_rpc_error(exc): (code, message, data) when `exc` is the SDK's JSON-RPC error, else None.
     json_rpc_error: Callable[[BaseException], Any]
+    # resources_page(session, cursor): one page of resources/list, as (resources, next cursor or None).
+    resources_page: Callable[[Any, Any], Awaitable[tuple]] = None
+    # read_resource(session, uri): the resources/read result.
+    read_resource: Callable[[Any, str], Awaitable[Any]] = None
 
 
 def leaf(exc):
@@ -96,11 +115,68 @@ async def call_tool(session, name, arguments):
     }
 
 
+async def fresh(method, **kwargs):
+    """`method` called so that it reaches the wire: SDKs that cache list results (2.x) are told to refresh."""
+    if "cache_mode" in inspect.signature(method).parameters:
+        kwargs["cache_mode"] = "refresh"
+    return await method(**kwargs)
+
+
+LISTS = {
+    "list_resources": ("list_resources", "resources"),
+    "list_templates": ("list_resource_templates", "resourceTemplates"),
+    "list_prompts": ("list_prompts", "prompts"),
+}
+
+
+async def list_all(session, op):
+    name, key = LISTS[op]
+    method = getattr(session, name)
+    items, cursor, first = [], None, None
+    while True:
+        page = dump(await fresh(method, cursor=cursor))
+        first = first or page
+        items += page.get(key, [])
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return {"items": items, "page": first}
+
+
+async def other_step(session, step):
+    import mcp.types as types
+
+    op = step["op"]
+    if op in LISTS:
+        return await list_all(session, op)
+    if op == "read_resource":
+        return {"result": dump(await session.read_resource(step["uri"]))}
+    if op == "get_prompt":
+        return {"result": dump(await session.get_prompt(step["name"], step.get("arguments")))}
+    ref = step["ref"]
+    ref = types.PromptReference(**ref) if ref["type"] == "ref/prompt" else types.ResourceTemplateReference(**ref)
+    return {"result": dump(await session.complete(ref=ref, argument=step["argument"]))}
+
+
+async def list_resources(sdk, session):
+    resources, cursor = [], None
+    while True:
+        page, cursor = await sdk.resources_page(session, cursor)
+        resources += [dump(r) for r in page]
+        if cursor is None:
+            return {"resources": resources}
+
+
 async def run_step(sdk, session, step):
     try:
         with anyio.fail_after(TIMEOUT):
             if step["op"] == "list":
                 return await list_tools(sdk, session)
+            if step["op"] == "resources":
+                return await list_resources(sdk, session)
+            if step["op"] == "read":
+                return {"contents": [dump(c) for c in (await sdk.read_resource(session, step["uri"])).contents]}
+            if step["op"] != "call":
+                return await other_step(session, step)
             return await call_tool(session, step["name"], step.get("arguments"))
     except Exception as exc:  # recorded, the next step still runs
         return describe(sdk, exc)
@@ -141,6 +217,16 @@ async def run(sdk, url, api_key, mode, steps):
     return out
 
 
+def stdio_server(url):
+    """The (command, args, env) of a `stdio:` URL, else None. The environment is PATH, HOME and `env`."""
+    if not url.startswith("stdio:"):
+        return None
+    spec = json.loads(url[len("stdio:"):])
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    env.update(spec.get("env") or {})
+    return spec["command"], spec.get("args") or [], env
+
+
 def main(script, sdk):
     """Runs the driver `script` (its file name, for messages) on `sdk` with the command line's arguments."""
 
@@ -160,8 +246,11 @@ def main(script, sdk):
     if not isinstance(steps, list):
         usage("STEPS_JSON must be a JSON array")
     for s in steps:
-        if not (isinstance(s, dict) and (s.get("op") == "list" or (s.get("op") == "call" and isinstance(s.get("name"), str)))):
-            usage(f"bad step {s!r}: want {{\"op\":\"list\"}} or {{\"op\":\"call\",\"name\":...,\"arguments\":{{...}}}}")
+        ops = ("list", "resources", "list_resources", "list_templates", "list_prompts", "read_resource", "get_prompt", "complete")
+        named = isinstance(s, dict) and s.get("op") == "call" and isinstance(s.get("name"), str)
+        read = isinstance(s, dict) and s.get("op") == "read" and isinstance(s.get("uri"), str)
+        if not (named or read or (isinstance(s, dict) and s.get("op") in ops)):
+            usage(f"bad step {s!r}: want {{\"op\":\"list\"}}, {{\"op\":\"call\",\"name\":...}}, {{\"op\":\"read\",\"uri\":...}} or an op of {ops}")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     # SDK deprecation notices (e.g. streamablehttp_client in mcp 1.30) would only clutter the test's stderr.
     warnings.simplefilter("ignore")

@@ -4,12 +4,14 @@
 //     node ts_client.mjs PEERS_NODE_DIR URL API_KEY OPTIONS_JSON
 //
 // PEERS_NODE_DIR  the folder holding node_modules/@modelcontextprotocol/sdk (.peers/node)
+// URL             the MCP endpoint, or `stdio:` + JSON {"command", "args", "env"} to start a stdio server
+//                 (its environment: PATH, HOME and `env`, as the gateway gives its stdio upstreams)
 // API_KEY         sent as `Authorization: Bearer API_KEY`; `-` sends none
 // OPTIONS_JSON    {"steps": [...], "capabilities": {...}}
 //   steps:        {"op": "list"}                                   -> {"tools": [{name, description, inputSchema,
 //                                                                       outputSchema}]}
 //                 {"op": "call", "name": "...", "arguments": {...}} -> {"is_error", "content": [text...],
-//                                                                       "structured_content"}
+//                                                                       "content_blocks", "structured_content"}
 //                 a step the SDK rejects records {"error": {"code", "message"}}
 //   capabilities: what the client declares, each with the answer it gives when asked:
 //                 {"sampling": "reply text", "elicitation": {"action": "accept", "content": {...}},
@@ -32,6 +34,7 @@ const sdk = (path) =>
     import(pathToFileURL(join(peers, 'node_modules/@modelcontextprotocol/sdk/dist/esm', path)).href);
 const { Client } = await sdk('client/index.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
+const { StdioClientTransport } = await sdk('client/stdio.js');
 const types = await sdk('types.js');
 
 const wants = options.capabilities ?? {};
@@ -66,7 +69,15 @@ if (capabilities.roots) {
 }
 
 const headers = key === '-' ? {} : { Authorization: `Bearer ${key}` };
-const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+function stdioTransport(spec) {
+    const env = {};
+    for (const k of ['PATH', 'HOME']) if (process.env[k] !== undefined) env[k] = process.env[k];
+    Object.assign(env, spec.env ?? {});
+    return new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env, stderr: 'inherit' });
+}
+const transport = url.startsWith('stdio:')
+    ? stdioTransport(JSON.parse(url.slice('stdio:'.length)))
+    : new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
 const timeout = Number(process.env.TS_CLIENT_TIMEOUT ?? '20') * 1000;
 
 function rpcError(e) {
@@ -93,6 +104,7 @@ for (const step of options.steps ?? []) {
                     description: t.description,
                     inputSchema: t.inputSchema,
                     outputSchema: t.outputSchema,
+                    _meta: t._meta,
                 })),
             });
         } else if (step.op === 'call') {
@@ -102,8 +114,21 @@ for (const step of options.steps ?? []) {
             results.push({
                 is_error: r.isError === true,
                 content: (r.content ?? []).filter((b) => b.type === 'text').map((b) => b.text),
+                content_blocks: r.content ?? [],
                 structured_content: r.structuredContent ?? null,
             });
+        } else if (step.op === 'resources') {
+            const resources = [];
+            let cursor;
+            do {
+                const page = await client.listResources(cursor === undefined ? undefined : { cursor }, { timeout });
+                resources.push(...page.resources);
+                cursor = page.nextCursor;
+            } while (cursor !== undefined);
+            results.push({ resources });
+        } else if (step.op === 'read') {
+            const r = await client.readResource({ uri: step.uri }, { timeout });
+            results.push({ contents: r.contents });
         } else {
             results.push({ exception: { type: 'BadStep', message: `unknown op ${step.op}` } });
         }
@@ -114,7 +139,7 @@ for (const step of options.steps ?? []) {
 
 const protocol_version = transport.protocolVersion ?? null;
 try {
-    await transport.terminateSession();
+    if (transport.terminateSession) await transport.terminateSession();
 } catch {
     // The session may already be gone; the results are what matters.
 }

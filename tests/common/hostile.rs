@@ -7,15 +7,10 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-/// The hostile upstream built from `tests/hostile` (`tests/run.sh` builds it before the tests).
+/// The hostile upstream built from `tests/hostile` (a binary of the package, built by cargo
+/// before the integration tests).
 pub fn hostile_upstream_bin() -> PathBuf {
-    let bin = super::demo_upstream_bin().with_file_name("hostile-upstream");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --example hostile-upstream` first (tests/run.sh does)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_hostile-upstream"))
 }
 
 /// The arguments after the transport: each attack, then `--record FILE`, then `extra`.

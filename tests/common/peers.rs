@@ -23,7 +23,8 @@ pub fn peers_dir() -> PathBuf {
     repo_root().join(".peers")
 }
 
-/// An npm peer's executable: `mcp-server-everything`, `mcp-server-filesystem` or `mcp-inspector`.
+/// An npm peer's executable: `mcp-server-everything`, `mcp-server-filesystem`, `mcp-inspector` or
+/// `mcp-server-basic-vanillajs` (an MCP Apps example).
 pub fn node_bin(name: &str) -> PathBuf {
     existing(name, peers_dir().join("node/node_modules/.bin").join(name))
 }

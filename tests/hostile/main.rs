@@ -39,6 +39,7 @@
 //!   - `rpc-error-huge`: `echo` answers a JSON-RPC error with a 3 MB message.
 //!   - `output-contradiction`: `echo` declares an outputSchema whose `text` is an integer.
 //!   - `result-key-leak`: `echo`'s structuredContent gains a key and value with instructions.
+//!   - `not-a-result`: `echo` answers something that is not a tool result (`content` a string).
 //!
 //! Logs go to stderr only.
 

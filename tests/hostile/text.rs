@@ -27,6 +27,11 @@ pub const ATTACKS: &[(&str, &str)] = &[
         "result-key-leak",
         "echo's structuredContent gains a key and a value that carry instructions",
     ),
+    (
+        "not-a-result",
+        "echo does its work, then answers something that is not a tool result (`content` is \
+         a string)",
+    ),
 ];
 
 /// Control characters an error text starts with: a terminal clear and title change, a bell, a
@@ -59,6 +64,13 @@ pub fn on_call(state: &crate::Hostile, name: &str) -> Option<Result<Value, (i64,
             ],
             "structuredContent": {"text": 42, LEAK_KEY: INJECTION},
         })));
+    }
+    if state.has("not-a-result") {
+        // The answer of a server that broke after the effect (server-postgres's multi-statement
+        // query answers a text block without `text`).
+        return Some(Ok(
+            json!({"content": "done, but not as a list", "isError": false}),
+        ));
     }
     if state.has("result-key-leak") {
         let structured = json!({"text": "ok", LEAK_KEY: INJECTION});

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::common::peers::{py2_python, repo_root};
 use crate::common::process::{spawn_logged, wait_listening};
 use crate::common::{Gateway, KEY, Raw, callers, free_port};
-use crate::over::Over;
+use crate::relays::over::Over;
 
 /// The Python SDK upstream of tests/relays/py_upstream.py, killed on drop.
 struct PyUpstream {
@@ -229,7 +229,7 @@ async fn stdio_log_messages_reach_the_call(over: Over<'_>) {
 #[tokio::test]
 async fn a_2026_stdio_call_asks_for_every_log_level_in_its_meta() {
     let over = Over::Stdio { legacy: false };
-    let contract = format!("upstream: demo\ntools:\n{}", crate::meta::ECHO_META);
+    let contract = format!("upstream: demo\ntools:\n{}", crate::relays::meta::ECHO_META);
     let gateway = Gateway::start(&over.config(&callers(&[])), &[("demo.yaml", &contract)]);
     gateway.wait_tools_joined("demo", &["echo_meta"]);
     over.assert_spoken(&gateway);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, KEY, POLL_EVERY, Raw, callers, retry_until};
-use crate::over::{Over, Upstreams};
+use crate::relays::over::{Over, Upstreams};
 
 const TOOLS: &str = "  test_tool_with_progress:\n    privilege: read\n    input: { type: object }\n  slow:\n    privilege: write\n    timeout: 60s\n    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }\n  peek_counter:\n    privilege: read\n    input: { type: object }\n";
 

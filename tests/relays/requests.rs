@@ -12,7 +12,7 @@ use crate::common::peers::{CLIENT_DEADLINE, py_client_script, py2_python};
 use crate::common::process::run;
 use crate::common::raw::{result_text, stateless_call_body, stateless_call_headers};
 use crate::common::{Gateway, KEY, Raw, callers, receipts_json, upstream::HttpUpstream};
-use crate::over::{Over, Upstreams};
+use crate::relays::over::{Over, Upstreams};
 
 /// A second caller's key.
 pub(super) const BOB_KEY: &str = "test-key-bob";

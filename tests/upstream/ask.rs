@@ -24,6 +24,11 @@ use serde_json::{Value, json};
 
 use crate::conformance::wire;
 
+/// `--asks-on-standalone`: in a session, the tools ask on the session's standalone stream
+/// (`GET`) rather than on the call's own answer stream, as the conformance suite's reference
+/// server at 0.1.16 does (both are allowed before 2026-07-28). Set once, at start.
+pub static ON_STANDALONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The key of the one request a tool asks per round.
 pub const KEY: &str = "ask";
 
@@ -50,6 +55,15 @@ pub async fn ask(
     asked: ServerRequest,
 ) -> Asked {
     if !is_modern(context) {
+        if ON_STANDALONE.load(std::sync::atomic::Ordering::Relaxed) {
+            // rmcp sends a request on the call's stream only from the call's own task.
+            let peer = context.peer.clone();
+            let sent = tokio::spawn(async move { peer.send_request(asked).await }).await;
+            return Asked::Answer(match sent {
+                Ok(answer) => answer.map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            });
+        }
         return Asked::Answer(
             context
                 .peer

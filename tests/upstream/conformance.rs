@@ -156,6 +156,20 @@ pub async fn call(
     context: &RequestContext<RoleServer>,
 ) -> Option<Result<CallToolResponse, ErrorData>> {
     let name = request.name.as_ref();
+    // The reference server's 2026-07-28 path runs its tools on a client of its own that answers
+    // every request to the client with -32601: they can ask nobody anything.
+    if server.modern_declares_less_now(context) && name.starts_with("test_elicitation") {
+        return Some(Ok(text(
+            "Elicitation not supported or error: MCP error -32601: Method not found",
+        )
+        .into()));
+    }
+    if server.modern_declares_less_now(context) && name == "test_sampling" {
+        return Some(Ok(text(
+            "Sampling not supported or error: MCP error -32601: Method not found",
+        )
+        .into()));
+    }
     let result = match name {
         "test_simple_text" => Ok(text("This is a simple text response for testing.")),
         "test_image_content" => Ok(CallToolResult::success(vec![ContentBlock::image(
@@ -402,7 +416,7 @@ async fn elicit(
     .into())
 }
 
-fn elicitation_form(message: &str) -> Value {
+pub fn elicitation_form(message: &str) -> Value {
     json!({
         "mode": "form",
         "message": message,
@@ -418,7 +432,7 @@ fn elicitation_form(message: &str) -> Value {
 }
 
 /// SEP-1034: a default for each primitive type.
-fn defaults_form() -> Value {
+pub fn defaults_form() -> Value {
     json!({
         "mode": "form",
         "message": "Please review and update the form fields with defaults",
@@ -442,7 +456,7 @@ fn defaults_form() -> Value {
 
 /// SEP-1330: untitled and titled single-select, the legacy `enumNames` form, and untitled and
 /// titled multi-select.
-fn enums_form() -> Value {
+pub fn enums_form() -> Value {
     json!({
         "mode": "form",
         "message": "Please pick from each kind of list",

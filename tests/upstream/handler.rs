@@ -88,6 +88,13 @@ pub struct DemoUpstream {
     /// Answers `server/discover` as a legacy server would, so clients use `initialize`
     /// (`--legacy`).
     legacy: bool,
+    /// Declares on 2026-07-28 (`server/discover`) only what the conformance suite's reference
+    /// server declares there: tools and prompts with list changes, resources without
+    /// subscriptions or list changes, no completions and no logging; and, as there, its
+    /// sampling and elicitation tools cannot ask the client on that revision (they answer that
+    /// the request was refused, -32601). Sessions (`initialize`) still get everything
+    /// (`--modern-declares-less`).
+    modern_declares_less: bool,
 }
 
 /// The tool offered only to 2026-07-28 clients with `--modern-only-tool`.
@@ -122,6 +129,7 @@ impl DemoUpstream {
             sessions: None,
             modern_only_tool: false,
             legacy: false,
+            modern_declares_less: false,
         }
     }
 
@@ -134,6 +142,19 @@ impl DemoUpstream {
     /// The same handler, refusing `server/discover` as a legacy server does (`true`).
     pub fn legacy(mut self, on: bool) -> Self {
         self.legacy = on;
+        self
+    }
+
+    /// Whether this call came on 2026-07-28 to a handler that serves less there
+    /// (`--modern-declares-less`).
+    pub fn modern_declares_less_now(&self, context: &RequestContext<RoleServer>) -> bool {
+        self.modern_declares_less && is_modern(context)
+    }
+
+    /// The same handler, declaring less on 2026-07-28 than in sessions (`true`), as the
+    /// conformance suite's reference server does: there its tools cannot ask the client.
+    pub fn modern_declares_less(mut self, on: bool) -> Self {
+        self.modern_declares_less = on;
         self
     }
 
@@ -155,6 +176,7 @@ impl DemoUpstream {
             sessions: self.sessions.clone(),
             modern_only_tool: self.modern_only_tool,
             legacy: self.legacy,
+            modern_declares_less: self.modern_declares_less,
         }
     }
 
@@ -312,9 +334,18 @@ impl ServerHandler for DemoUpstream {
                 None,
             ));
         }
+        let mut info = self.get_info();
+        if self.modern_declares_less {
+            info.capabilities = serde_json::from_value(serde_json::json!({
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": {}
+            }))
+            .unwrap_or_default();
+        }
         Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            self.get_info(),
+            info,
         ))
     }
 

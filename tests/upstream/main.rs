@@ -1,6 +1,6 @@
 //! `demo-upstream`: the repository's own MCP upstream server.
 //!
-//! It is used by the example configuration (`cargo run --example demo-upstream`), by the
+//! It is used by the example configuration (`cargo run --bin demo-upstream`), by the
 //! integration tests (as a conforming and a deliberately non-conforming upstream) and by the
 //! benchmarks. It serves a fixed set of tools (see `catalog.rs`), and everything the official MCP
 //! conformance suite's server scenarios call (`conformance.rs`: tools; `content.rs`: resources,
@@ -9,21 +9,24 @@
 //! ```text
 //! demo-upstream stdio [--legacy]
 //! demo-upstream http --port 0 [--host 127.0.0.1] [--stateless] [--session-idle-ms N]
-//!                    [--modern-only-tool] [--legacy]
+//!                    [--modern-only-tool] [--legacy] [--modern-declares-less] [--listen-ndjson]
+//!                    [--asks-on-stream] [--asks-on-standalone]
 //! ```
 //!
 //! In HTTP mode it prints exactly one line, `listening on http://HOST:PORT/mcp`, to stdout once
 //! the listening socket is bound. Logs (`RUST_LOG`, default `warn`) always go to stderr.
 
-// `cargo test --example demo-upstream` builds this under the test harness (unit tests in
+// `cargo test --bin demo-upstream` builds this under the test harness (unit tests in
 // `tools.rs`), where `main` and everything only it reaches are unused, which is expected.
 #![cfg_attr(test, allow(dead_code))]
 
 mod ask;
+mod asks_on_stream;
 mod catalog;
 mod conformance;
 mod content;
 mod handler;
+mod ndjson_listen;
 mod reconnect;
 mod relay;
 mod subscriptions;
@@ -86,6 +89,23 @@ enum Transport {
         /// then open a session with `initialize`.
         #[arg(long)]
         legacy: bool,
+        /// Declare on 2026-07-28 only what the conformance suite's reference server declares
+        /// there (no resource subscriptions, no completions, no logging), and, as there, let
+        /// no tool ask the client on that revision; sessions still get everything.
+        #[arg(long)]
+        modern_declares_less: bool,
+        /// Answer `subscriptions/listen` as the conformance suite's reference server does:
+        /// newline-delimited JSON (not SSE), acknowledging only list changes.
+        #[arg(long)]
+        listen_ndjson: bool,
+        /// On 2026-07-28, ask the client (sampling, elicitation) with a request on the call's
+        /// own answer stream, as a session would, instead of a multi round-trip request.
+        #[arg(long)]
+        asks_on_stream: bool,
+        /// In a session, ask the client on the session's standalone stream (`GET`) rather
+        /// than on the call's own answer stream.
+        #[arg(long)]
+        asks_on_standalone: bool,
     },
 }
 
@@ -112,11 +132,23 @@ fn main() -> ExitCode {
                 session_idle_ms,
                 modern_only_tool,
                 legacy,
+                modern_declares_less,
+                listen_ndjson,
+                asks_on_stream,
+                asks_on_standalone,
             } => {
+                ask::ON_STANDALONE.store(asks_on_standalone, std::sync::atomic::Ordering::Relaxed);
                 let handler = DemoUpstream::new()
                     .with_modern_only_tool(modern_only_tool)
-                    .legacy(legacy);
-                serve_http(handler, &host, port, stateless, session_idle_ms).await
+                    .legacy(legacy)
+                    .modern_declares_less(modern_declares_less);
+                let modes = Modes {
+                    stateless,
+                    session_idle_ms,
+                    listen_ndjson,
+                    asks_on_stream,
+                };
+                serve_http(handler, &host, port, modes).await
             }
         }
     });
@@ -148,13 +180,26 @@ async fn serve_stdio(handler: DemoUpstream) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// How the HTTP server answers, besides the handler.
+struct Modes {
+    stateless: bool,
+    session_idle_ms: Option<u64>,
+    listen_ndjson: bool,
+    asks_on_stream: bool,
+}
+
 async fn serve_http(
     handler: DemoUpstream,
     host: &str,
     port: u16,
-    stateless: bool,
-    session_idle_ms: Option<u64>,
+    modes: Modes,
 ) -> Result<(), BoxError> {
+    let Modes {
+        stateless,
+        session_idle_ms,
+        listen_ndjson,
+        asks_on_stream,
+    } = modes;
     let shutdown = CancellationToken::new();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
@@ -173,7 +218,16 @@ async fn serve_http(
     let sessions = Arc::new(Sessions::new(local));
     let handler = handler.with_sessions(Arc::clone(&sessions));
     let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let mut app = axum::Router::new().nest_service("/mcp", service);
+    if listen_ndjson {
+        app = app.layer(axum::middleware::from_fn(ndjson_listen::answer));
+    }
+    if asks_on_stream {
+        let asked = asks_on_stream::Asked::default();
+        app = app.layer(axum::middleware::from_fn(move |request, next| {
+            asks_on_stream::answer(asked.clone(), request, next)
+        }));
+    }
 
     let listener = tokio::net::TcpListener::bind((host, port))
         .await

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::ReceiptError;
+use crate::receipts::ReceiptError;
 
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 4;
@@ -102,6 +102,7 @@ pub(super) fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, R
         return Err(ReceiptError::NewerSchema {
             path: path.to_path_buf(),
             found,
+            supported: SCHEMA_VERSION,
         });
     }
     let transaction = connection.transaction().map_err(open_err)?;
@@ -168,6 +169,7 @@ pub fn open_for_reading(path: &Path) -> Result<Connection, ReceiptError> {
         return Err(ReceiptError::NewerSchema {
             path: path.to_path_buf(),
             found,
+            supported: SCHEMA_VERSION,
         });
     }
     Ok(connection)

@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::receipts::Outcome;
+use rusqlite::{Connection, params};
 use serde_json::json;
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 /// Receipts at `path`, without arguments, retention or fsync.
@@ -296,7 +298,7 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
     assert_eq!(version, SCHEMA_VERSION);
     let recent = crate::receipts::query::receipts(
         &path,
-        &crate::receipts::query::Filter {
+        &crate::receipts::Filter {
             since: Some(Duration::from_secs(60)),
             ..Default::default()
         },
@@ -342,7 +344,7 @@ async fn a_version_2_database_gains_the_reason_column() {
     )
     .expect("old receipt");
     drop(old);
-    let all = crate::receipts::query::Filter::default();
+    let all = crate::receipts::Filter::default();
     let before = crate::receipts::query::receipts(&path, &all).expect("reads version 2");
     assert_eq!((before.len(), before[0].reason.as_deref()), (1, None));
 
@@ -383,7 +385,7 @@ async fn a_version_3_database_gains_the_approval_columns() {
     )
     .expect("old receipt");
     drop(old);
-    let all = crate::receipts::query::Filter::default();
+    let all = crate::receipts::Filter::default();
     let before = crate::receipts::query::receipts(&path, &all).expect("reads version 3");
     assert_eq!(before.len(), 1);
     assert_eq!(before[0].reason.as_deref(), Some("precondition 0: no"));

@@ -10,7 +10,7 @@ use rmcp::model::RequestId;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Forwarder, NOTICE_TIMEOUT, Session, relay};
+use super::{Forwarder, NOTICE_TIMEOUT, Session, call_relay};
 
 /// Answers to the upstream's requests being posted at once, per upstream: each may hold a
 /// connection, and an upstream sending 20,000 pings must not get 20,000 sockets.
@@ -66,7 +66,7 @@ impl Forwarder {
     }
 
     /// Relays a request the upstream makes of the client on the call's answer stream to the
-    /// calling task's client (`relay::ask`: an error when the call has none, as on the direct
+    /// calling task's client (`call_relay::ask`: an error when the call has none, as on the direct
     /// path) and posts the answer back, in the background and within the bounds of
     /// [`Replies`] (the client's user may take a while: only the post holds a posting permit).
     pub(super) fn relay_ask(
@@ -86,12 +86,12 @@ impl Forwarder {
         let params = params
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
             .unwrap_or_else(|| json!({}));
-        let call = relay::current();
+        let call = call_relay::current();
         let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
         let (http, url, headers) = (self.http.clone(), self.url.clone(), session.headers.clone());
         tokio::spawn(async move {
             let _waiting = waiting;
-            let answer = match relay::ask(call, &method, params).await {
+            let answer = match call_relay::ask(call, &method, params).await {
                 Ok(result) => json!({"jsonrpc": "2.0", "id": request, "result": result}),
                 Err(error) => json!({"jsonrpc": "2.0", "id": request, "error": error}),
             };

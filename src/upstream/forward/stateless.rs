@@ -26,7 +26,7 @@ pub struct Identity {
 
 impl Identity {
     /// The entries for `client`, as rmcp's client sends them in every request. The log level
-    /// is every level, as the gateway asks of a legacy upstream (`relay::ask_for_every_log`):
+    /// is every level, as the gateway asks of a legacy upstream (`call_relay::ask_for_every_log`):
     /// 2026-07-28 has no `logging/setLevel`, and each client hears only what its own level
     /// lets through.
     pub fn of(client: &ClientConfig) -> Identity {

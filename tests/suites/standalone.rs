@@ -1,0 +1,22 @@
+//! The integration tests that need nothing outside the repository: the gateway in front of its own demo and hostile upstreams.
+//!
+//! One test binary per kind of outside peer: each compiles the shared helpers (`tests/common`) once.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../execution.rs"]
+mod execution;
+#[path = "../hardening.rs"]
+mod hardening;
+#[path = "../limits.rs"]
+mod limits;
+#[path = "../receipts.rs"]
+mod receipts;
+#[path = "../reload.rs"]
+mod reload;
+#[path = "../schemas.rs"]
+mod schemas;
+#[path = "../upstream_abuse.rs"]
+mod upstream_abuse;
+#[path = "../upstream_text.rs"]
+mod upstream_text;
