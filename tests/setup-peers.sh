@@ -105,6 +105,13 @@ install_venv() {
     "$dir/bin/python" -c "import $import" || fail "'import $import' with $dir/bin/python"
     local exe
     for exe in "$@"; do [[ -x $dir/bin/$exe ]] || fail "$dir/bin/$exe is missing after pip install"; done
+    # mcp-server-fetch converts pages with readabilipy, which runs `npm install` into its own folder
+    # the first time it is used: two servers using it at once race, and the loser's conversion
+    # fails ("Error executing tool fetch"). Done here, once, before any test.
+    if compgen -G "$dir/lib/python3*/site-packages/readabilipy" >/dev/null; then
+        "$dir/bin/python" -c 'from readabilipy.simple_json import have_node; assert have_node()' ||
+            fail "readabilipy's npm install in $dir (mcp-server-fetch converts pages with it; needs node and npm)"
+    fi
     echo "$stamp" >"$dir/.stamp"
     INSTALLED+=("$name")
 }
