@@ -121,6 +121,59 @@ pub fn client_declares_ui(
         || declares_ui(meta.get("io.modelcontextprotocol/clientCapabilities"))
 }
 
+/// What the rest of the gateway asks of the contracts about MCP Apps.
+impl super::ContractSet {
+    /// The tool's `_meta` for `may_read`'s caller: its `ui:` when the same contract file
+    /// declares that resource and the caller may read it, else none (no upstream `_meta` is
+    /// ever published).
+    pub fn ui_meta(
+        &self,
+        tool: &super::ToolContract,
+        may_read: impl Fn(&str) -> bool,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let ui = tool.ui.as_ref()?;
+        self.resource_for(&ui.resource)
+            .filter(|r| r.upstream == tool.upstream && r.file == tool.file)
+            .filter(|_| may_read(&ui.resource))
+            .map(|_| ui.meta())
+    }
+
+    /// `check`'s warnings about `ui:`: a UI whose resource the same file does not declare is
+    /// never published.
+    pub fn ui_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (name, tool) in &self.tools {
+            let Some(ui) = &tool.ui else { continue };
+            let declared = self
+                .resource_for(&ui.resource)
+                .is_some_and(|r| r.upstream == tool.upstream && r.file == tool.file);
+            if !declared {
+                warnings.push(format!(
+                    "tool `{name}` ({}) has `ui.resource: {}` but that file's `resources` does not \
+                     declare it: its UI link is never published (add `- uri: \"{}\"` to `resources`)",
+                    tool.file.display(),
+                    ui.resource,
+                    ui.resource
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The client extensions some contract of `upstream` uses: declared to that upstream, so
+    /// that a server that offers a UI only to hosts that can show one does.
+    pub fn used_extensions(&self, upstream: &str) -> Vec<String> {
+        let uses_ui = self
+            .tools
+            .values()
+            .any(|t| t.upstream == upstream && t.ui.is_some());
+        match uses_ui {
+            true => vec![UI_EXTENSION.to_string()],
+            false => Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
