@@ -413,18 +413,24 @@ impl Config {
         Config::from_text(path, &text)
     }
 
+    /// What every loader does after parsing: the file it came from, the environment's overrides
+    /// (`NARROWGATE_LISTEN`, `NARROWGATE_REPLICA_URL`), and relative paths made absolute.
+    pub(crate) fn settle(&mut self, path: &Path) {
+        self.source = path.to_path_buf();
+        if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
+            self.listen = listen;
+        }
+        if let Ok(url) = std::env::var("NARROWGATE_REPLICA_URL") {
+            self.replica_url = Some(url);
+        }
+        self.resolve_paths();
+    }
+
     /// Like [`Config::load`], from the file's text already read; `path` names the file in
     /// messages and anchors its relative paths. Also the entry point for fuzz/.
     pub fn from_text(path: &Path, text: &str) -> Result<Config, LoadError> {
         let mut config: Config = yaml::parse(path, text)?;
-        config.source = path.to_path_buf();
-        if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
-            config.listen = listen;
-        }
-        if let Ok(url) = std::env::var("NARROWGATE_REPLICA_URL") {
-            config.replica_url = Some(url);
-        }
-        config.resolve_paths();
+        config.settle(path);
         config.validate()?;
         Ok(config)
     }

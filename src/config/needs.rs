@@ -78,14 +78,7 @@ impl Config {
         })?;
         let (mut config, unresolved): (Config, Vec<Unresolved>) =
             yaml::parse_leaving(path, &text, &|key| needs.may_leave(key)).map_err(|e| vec![e])?;
-        config.source = path.to_path_buf();
-        if let Ok(listen) = std::env::var("NARROWGATE_LISTEN") {
-            config.listen = listen;
-        }
-        if let Ok(url) = std::env::var("NARROWGATE_REPLICA_URL") {
-            config.replica_url = Some(url);
-        }
-        config.resolve_paths();
+        config.settle(path);
         // A value still holding its `${VAR}` is not judged: it is not this command's.
         let problems: Vec<LoadError> = config
             .problems(needs.needs_keys())
