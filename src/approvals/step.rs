@@ -15,6 +15,7 @@
 //! `approval: approver` holds the call in [`crate::approvals::Approvals`] until an approver
 //! decides.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::RoleServer;
@@ -32,6 +33,7 @@ use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
 use crate::receipts::{ApprovalRecord, redact};
 use crate::telemetry;
+use crate::upstream::call_relay::CallRelay;
 
 /// The `_meta` key with which a client names the approval it comes back to collect.
 pub const APPROVAL_ID_META: &str = "narrowgate/approvalId";
@@ -49,6 +51,9 @@ pub struct Reach {
     pub mrtr: Option<Mrtr>,
     /// The client declared MCP Apps' UI extension: it may call app-only tools.
     pub ui_client: bool,
+    /// Where the upstream's progress, log messages and requests of the client go while the call
+    /// runs (`upstream::call_relay`); absent on the direct path, which has no stream for them.
+    pub relay: Option<Arc<CallRelay>>,
 }
 
 /// The MRTR side of a stateless request (`approval: user`): what it brought back, and what the

@@ -299,7 +299,7 @@ impl DirectCall {
         };
         // The direct path leaves tools that may ask their client (`approval: user`) to rmcp, so
         // its answers are always complete.
-        let answer = answer_tools_call(gateway, params, inbound, None, None)
+        let answer = answer_tools_call(gateway, params, inbound, None, None, None)
             .await
             .and_then(|answer| match answer {
                 CallToolResponse::Complete(result) => Ok(result),
@@ -559,6 +559,7 @@ mod tests {
             &gateway,
             CallToolRequestParams::new("echo"),
             inbound,
+            None,
             None,
             None,
         );

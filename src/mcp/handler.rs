@@ -444,16 +444,14 @@ impl ServerHandler for McpHandler {
             cancel: relay.call.cancelled.clone(),
             client_gone: Some(context.ct.clone()),
         });
-        let answer = crate::upstream::call_relay::with_relay(
-            relay.call.clone(),
-            Box::pin(answer_tools_call(
-                gateway,
-                request,
-                inbound(&context),
-                Some(&context.peer),
-                parking,
-            )),
-        )
+        let answer = Box::pin(answer_tools_call(
+            gateway,
+            request,
+            inbound(&context),
+            Some(&context.peer),
+            parking,
+            Some(relay.call.clone()),
+        ))
         .await;
         relay.finish().await;
         answer

@@ -19,6 +19,7 @@ use crate::mrtr::parked::{self, Binding, Question};
 use crate::request::Admitted;
 use crate::runtime::Version;
 use crate::telemetry::{self, Inbound};
+use crate::upstream::call_relay::CallRelay;
 
 /// How a stateless call is parked when its upstream asks the client something
 /// (`relay::parked`): the questions its relay sends, the token that cancels it, and this
@@ -37,6 +38,7 @@ pub(crate) async fn answer_tools_call(
     inbound: Inbound<'_>,
     peer: Option<&Peer<RoleServer>>,
     parking: Option<Parking>,
+    relay: Option<Arc<CallRelay>>,
 ) -> Result<CallToolResponse, ErrorData> {
     // Span names stay a bounded set: a name that is no exposed tool is the client's text.
     let catalog = gateway.catalog();
@@ -77,10 +79,14 @@ pub(crate) async fn answer_tools_call(
                 )
             }),
             ui_client: false,
+            relay: None,
         },
         _ => Reach::default(),
     };
     let mut reach = reach;
+    // The upstream's progress, logs and requests of the client go to this call's client, and
+    // go along wherever the call is parked.
+    reach.relay = relay;
     if exposed.is_some_and(|t| t.contract.ui.as_ref().is_some_and(|u| u.app_only())) {
         let peer_info = peer.and_then(|p| p.peer_info());
         reach.ui_client = crate::contract::ui::client_declares_ui(
@@ -148,7 +154,6 @@ pub(crate) async fn answer_tools_call(
         let binding = binding();
         let call = {
             let (gateway, caller) = (gateway.clone(), caller.clone());
-            let relay = crate::upstream::call_relay::current();
             let call = async move {
                 answered(
                     &gateway,
@@ -160,13 +165,7 @@ pub(crate) async fn answer_tools_call(
                 )
                 .await
             };
-            // The relay's task-local goes wherever the call is parked.
-            match relay {
-                Some(relay) => {
-                    Box::pin(crate::upstream::call_relay::with_relay(relay, call)) as parked::Call
-                }
-                None => Box::pin(call),
-            }
+            Box::pin(call) as parked::Call
         };
         Box::pin(gateway.kept.parked.run(
             binding,

@@ -5,6 +5,7 @@
 pub mod idempotency;
 pub mod preconditions;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
@@ -23,6 +24,7 @@ use crate::runtime::Version;
 use crate::runtime::catalog::ExposedTool;
 use crate::state::dedupe::{CallKey, Deduped, Recorded};
 use crate::telemetry::{self, UpstreamAttempt};
+use crate::upstream::call_relay::CallRelay;
 use crate::upstream::{CallError, Upstream};
 use idempotency::BadKey;
 
@@ -241,7 +243,14 @@ impl Version {
             },
         };
         let mut executed = self
-            .admitted(caller, tool, request, arguments, idempotency_key)
+            .admitted(
+                caller,
+                tool,
+                request,
+                arguments,
+                idempotency_key,
+                reach.relay.as_ref(),
+            )
             .await;
         executed.approval = approval;
         // The approver's reason, for the record (a refusal after approval keeps its own).
@@ -259,6 +268,7 @@ impl Version {
         request: CallToolRequestParams,
         arguments: &Value,
         idempotency_key: Option<String>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Executed {
         let contract = &tool.contract;
         // 2d. The rate limits.
@@ -271,7 +281,7 @@ impl Version {
         //    running it again.
         if idempotency_key.is_none() && contract.dedupe.is_none() {
             return self
-                .call_upstream(tool, request.arguments, request.meta)
+                .call_upstream(tool, request.arguments, request.meta, relay)
                 .await;
         }
         let by_arguments = CallKey {
@@ -283,7 +293,14 @@ impl Version {
         let (Some(key), dedupe) = (idempotency_key, contract.dedupe) else {
             let window = contract.dedupe.unwrap_or_default();
             return self
-                .once(tool, by_arguments, window, request.arguments, request.meta)
+                .once(
+                    tool,
+                    by_arguments,
+                    window,
+                    request.arguments,
+                    request.meta,
+                    relay,
+                )
                 .await;
         };
         let by_key = CallKey {
@@ -295,11 +312,18 @@ impl Version {
                 // A `dedupe` tool keeps its own promise under a key too: the identical call, keyed
                 // or not, runs once in its window.
                 Some(window) => {
-                    Box::pin(self.once(tool, by_arguments, window, request.arguments, request.meta))
-                        .await
+                    Box::pin(self.once(
+                        tool,
+                        by_arguments,
+                        window,
+                        request.arguments,
+                        request.meta,
+                        relay,
+                    ))
+                    .await
                 }
                 None => {
-                    self.call_upstream(tool, request.arguments, request.meta)
+                    self.call_upstream(tool, request.arguments, request.meta, relay)
                         .await
                 }
             };
@@ -321,9 +345,10 @@ impl Version {
         window: Duration,
         arguments: Option<JsonObject>,
         meta: Option<RequestMetaObject>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Executed {
         let run = async {
-            let executed = self.call_upstream(tool, arguments, meta).await;
+            let executed = self.call_upstream(tool, arguments, meta, relay).await;
             let recorded = recorded_of(&executed);
             (executed, recorded)
         };
@@ -347,6 +372,7 @@ impl Version {
         tool: &ExposedTool,
         arguments: Option<JsonObject>,
         meta: Option<RequestMetaObject>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Executed {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
@@ -369,6 +395,7 @@ impl Version {
                 forwarded,
                 self.timeout_of(contract),
                 retries_of(contract),
+                relay,
             )
             .await;
         // An unavailable upstream answers before anything is sent.

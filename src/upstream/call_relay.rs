@@ -1,7 +1,8 @@
 //! What an upstream says about a call besides its answer, passed back to the client who made it.
 //!
-//! The gateway runs a client's call inside [`with_relay`]; every attempt then finds the call's
-//! [`CallRelay`] (a task-local: the forwarder reads the answer in the calling task) and:
+//! The gateway hands a client's call its [`CallRelay`] (in the call's `Reach`, down through the
+//! pipeline to [`Upstream::call_with_retries`](super::Upstream::call_with_retries) and the
+//! forwarder: a parameter, never an ambient value), and every attempt:
 //! - gives the upstream a progress token of its own when the client asked for progress (the
 //!   client's token means nothing on the upstream session all clients share), and turns the
 //!   upstream's `notifications/progress` for it back into the client's (`Progress`);
@@ -15,8 +16,8 @@
 //!   [`not_relayed`]. Which call a message belongs to when it does not arrive on the call's own
 //!   stream is `inflight`'s to say.
 //!
-//! A call without a relay (the gateway's direct path, which has no stream to send them on) pays
-//! one task-local lookup.
+//! A call without a relay (the gateway's direct path, which has no stream to send them on) gets
+//! none of this: its upstream's requests are refused, its logs are the gateway's.
 
 // Logging is deprecated by SEP-2577 (2026-07-28); 2025 revisions, which clients and upstreams
 // still speak, have it.
@@ -75,20 +76,6 @@ pub struct CallRelay {
     pub progress_token: Option<ProgressToken>,
     /// Cancelled when the client cancels the call.
     pub cancelled: CancellationToken,
-}
-
-tokio::task_local! {
-    static RELAY: Arc<CallRelay>;
-}
-
-/// Runs `call` (a client's call through the pipeline) with `relay` as its relay.
-pub async fn with_relay<F: std::future::Future>(relay: Arc<CallRelay>, call: F) -> F::Output {
-    RELAY.scope(relay, call).await
-}
-
-/// The relay of the call this task runs, if any.
-pub fn current() -> Option<Arc<CallRelay>> {
-    RELAY.try_with(Clone::clone).ok()
 }
 
 /// Progress tokens the gateway gave upstream calls, to the relays of the calls they belong to,

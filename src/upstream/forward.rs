@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::CallError;
-use super::call_relay::{self, ProgressRoutes};
+use super::call_relay::{self, CallRelay, ProgressRoutes};
 use super::h1::{self, Http1Client};
 use super::mrtr;
 use super::sse::EventSplitter;
@@ -189,10 +189,14 @@ impl Forwarder {
     /// Sends the call and reads its answer, or declines it when rmcp must send it. An upstream
     /// that answers with an `InputRequiredResult` (2026-07-28) gets the call again with the
     /// calling client's answers (`mrtr`).
-    pub async fn call(&self, params: &mut CallToolRequestParams) -> Forwarded {
+    pub async fn call(
+        &self,
+        params: &mut CallToolRequestParams,
+        relay: Option<&Arc<CallRelay>>,
+    ) -> Forwarded {
         let mut round = 0;
         loop {
-            let required = match self.call_once(params).await {
+            let required = match self.call_once(params, relay).await {
                 Sent::Answered(Ok(Reply::Complete(result))) => {
                     return Forwarded::Answered(Ok(result));
                 }
@@ -201,13 +205,12 @@ impl Forwarder {
                 Sent::Declined => return Forwarded::Declined,
             };
             round += 1;
-            let call = call_relay::current();
             // Boxed: rare, and its future (the client's answers) would sit in every call's.
             if let Err(failed) = Box::pin(mrtr::answer_round(
                 &self.upstream,
                 required,
                 round,
-                call,
+                relay.cloned(),
                 params,
             ))
             .await
@@ -218,7 +221,11 @@ impl Forwarder {
     }
 
     /// One round of the call: sends it and reads its answer.
-    async fn call_once(&self, params: &CallToolRequestParams) -> Sent {
+    async fn call_once(
+        &self,
+        params: &CallToolRequestParams,
+        relay: Option<&Arc<CallRelay>>,
+    ) -> Sent {
         let Some(session) = self.tap.current() else {
             return Sent::Declined;
         };
@@ -288,7 +295,7 @@ impl Forwarder {
                 self.tap.forget(&session);
                 Sent::Declined
             }
-            Ok(answer) => Sent::Answered(self.read_answer(answer, &id, &session).await),
+            Ok(answer) => Sent::Answered(self.read_answer(answer, &id, &session, relay).await),
         };
         cancel.armed = false;
         answer
@@ -299,6 +306,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Result<Reply, CallError> {
         let status = response.status();
         // Like rmcp: these are transport failures, whatever their body says.
@@ -317,7 +325,7 @@ impl Forwarder {
                     }
                     body.extend_from_slice(&chunk);
                 }
-                match self.on_message(&body, id, session) {
+                match self.on_message(&body, id, session, relay) {
                     // A failure status carries an error, never a result.
                     Some(Ok(_)) if !status.is_success() => {
                         Err(self.lost(&format!("HTTP {status} with a result")))
@@ -327,7 +335,7 @@ impl Forwarder {
                 }
             }
             Some("text/event-stream") if status.is_success() => {
-                self.read_events(response, id, session).await
+                self.read_events(response, id, session, relay).await
             }
             _ => Err(self.lost(&format!("HTTP {status} without a JSON-RPC answer"))),
         }
@@ -340,6 +348,7 @@ impl Forwarder {
         mut response: Answer<'_>,
         id: &RequestId,
         session: &Arc<Session>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Result<Reply, CallError> {
         let mut events = EventSplitter::new(MAX_ANSWER_BYTES);
         let mut resumes = 0;
@@ -348,7 +357,7 @@ impl Forwarder {
             while let Some(chunk) = response.chunk().await.map_err(|e| self.lost(&e))? {
                 events
                     .feed(&chunk, |data| {
-                        answer = self.on_message(data, id, session);
+                        answer = self.on_message(data, id, session, relay);
                         answer.is_none()
                     })
                     .map_err(|_| self.lost(&"an event is larger than 16 MiB"))?;
@@ -410,6 +419,7 @@ impl Forwarder {
         data: &[u8],
         id: &RequestId,
         session: &Arc<Session>,
+        relay: Option<&Arc<CallRelay>>,
     ) -> Option<Result<Reply, CallError>> {
         if data.is_empty() {
             return None;
@@ -423,7 +433,7 @@ impl Forwarder {
         };
         match (message.method, message.id, message.result, message.error) {
             (Some(method), Some(request), _, _) if call_relay::ASKS.contains(&method.as_str()) => {
-                self.relay_ask(session, request, method, message.params);
+                self.relay_ask(session, request, method, message.params, relay);
                 None
             }
             (Some(method), Some(request), _, _) => {
@@ -434,7 +444,7 @@ impl Forwarder {
                 match method.as_str() {
                     "notifications/tools/list_changed" => self.tools_changed.notify_one(),
                     "notifications/progress" | "notifications/message" => {
-                        self.relay_notification(&method, data);
+                        self.relay_notification(&method, data, relay);
                     }
                     _ => {}
                 }
@@ -463,7 +473,7 @@ impl Forwarder {
     /// gateway's tokens to its client; a log message to the client of this call (the calling
     /// task's relay), or the gateway's log when the call has none.
     #[allow(deprecated)] // logging: SEP-2577 deprecates it from 2026-07-28; 2025 upstreams log
-    fn relay_notification(&self, method: &str, data: &[u8]) {
+    fn relay_notification(&self, method: &str, data: &[u8], relay: Option<&Arc<CallRelay>>) {
         #[derive(Deserialize)]
         struct Params<P> {
             params: P,
@@ -478,7 +488,7 @@ impl Forwarder {
         else {
             return;
         };
-        match call_relay::current() {
+        match relay {
             Some(call) => call.client.log(params),
             None => call_relay::log_unrelated(&self.upstream, &params),
         }

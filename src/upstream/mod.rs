@@ -259,6 +259,7 @@ impl Upstream {
         mut params: CallToolRequestParams,
         timeout: Duration,
         attempt: u32,
+        relay: Option<&Arc<call_relay::CallRelay>>,
     ) -> Result<CallToolResult, CallError> {
         let route = self
             .route()
@@ -266,25 +267,21 @@ impl Upstream {
         // The gateway answers an upstream's input requests itself (`mrtr`), whatever the client
         // put in these fields.
         mrtr::clear(&mut params);
-        let relay = call_relay::current();
         // The client asked for progress: the upstream gets a token of the gateway's own.
-        let _route = relay
-            .as_ref()
-            .filter(|r| r.progress_token.is_some())
-            .map(|r| {
-                let token = call_relay::fresh_token();
-                params
-                    .meta
-                    .get_or_insert_with(RequestMetaObject::new)
-                    .set_progress_token(token.clone());
-                self.progress.route(token, r.clone())
-            });
+        let _route = relay.filter(|r| r.progress_token.is_some()).map(|r| {
+            let token = call_relay::fresh_token();
+            params
+                .meta
+                .get_or_insert_with(RequestMetaObject::new)
+                .set_progress_token(token.clone());
+            self.progress.route(token, r.clone())
+        });
         // In flight until the attempt ends: whose the upstream's requests and logs are.
-        let entered = self.in_flight.enter(relay.as_ref());
+        let entered = self.in_flight.enter(relay);
         let span = S::start(&self.name, &self.transport, attempt, &mut params);
         // Given up when the client cancels: dropping the call tells the upstream. Boxed: only
         // calls rmcp serves have a relay, and the direct path's future stays small.
-        let result = match &relay {
+        let result = match relay {
             None => tokio::time::timeout(timeout, self.send(route, params, None, &entered))
                 .await
                 .unwrap_or(Err(CallError::Timeout(timeout))),
@@ -314,7 +311,7 @@ impl Upstream {
         entered: &inflight::Entered<'_>,
     ) -> Result<CallToolResult, CallError> {
         if let Some(forwarder) = &route.forwarder
-            && let Forwarded::Answered(result) = forwarder.call(&mut params).await
+            && let Forwarded::Answered(result) = forwarder.call(&mut params, relay).await
         {
             return result;
         }
@@ -332,6 +329,7 @@ impl Upstream {
         mut params: CallToolRequestParams,
         timeout: Duration,
         retries: u32,
+        relay: Option<&Arc<call_relay::CallRelay>>,
     ) -> Attempted {
         let mut backoff = Backoff::starting_at(RETRY_BACKOFF_FIRST, RETRY_BACKOFF_MAX);
         let mut attempts = 0;
@@ -343,7 +341,7 @@ impl Upstream {
             } else {
                 params.clone()
             };
-            let result = self.attempt::<S>(sent, timeout, attempts).await;
+            let result = self.attempt::<S>(sent, timeout, attempts, relay).await;
             let transient = matches!(
                 result,
                 Err(CallError::Timeout(_) | CallError::ConnectionLost(_))

@@ -10,7 +10,8 @@ use rmcp::model::RequestId;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Forwarder, NOTICE_TIMEOUT, Session, call_relay};
+use super::call_relay::{self, CallRelay};
+use super::{Forwarder, NOTICE_TIMEOUT, Session};
 
 /// Answers to the upstream's requests being posted at once, per upstream: each may hold a
 /// connection, and an upstream sending 20,000 pings must not get 20,000 sockets.
@@ -75,6 +76,7 @@ impl Forwarder {
         request: RequestId,
         method: String,
         params: Option<Box<RawValue>>,
+        relay: Option<&Arc<CallRelay>>,
     ) {
         let Ok(waiting) = self.replies.waiting.clone().try_acquire_owned() else {
             let unanswered = self.replies.unanswered.fetch_add(1, Ordering::Relaxed) + 1;
@@ -86,7 +88,7 @@ impl Forwarder {
         let params = params
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
             .unwrap_or_else(|| json!({}));
-        let call = call_relay::current();
+        let call = relay.cloned();
         let (upstream, replies) = (self.upstream.clone(), self.replies.clone());
         let (http, url, headers) = (self.http.clone(), self.url.clone(), session.headers.clone());
         tokio::spawn(async move {

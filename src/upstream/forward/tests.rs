@@ -38,7 +38,7 @@ fn only_the_calls_own_response_answers_it() {
     let (forwarder, changed) = forwarder();
     let ours = RequestId::String("narrowgate-7".into());
     let session = session();
-    let answer = |data: &str| forwarder.on_message(data.as_bytes(), &ours, &session);
+    let answer = |data: &str| forwarder.on_message(data.as_bytes(), &ours, &session, None);
 
     assert!(answer("").is_none());
     assert!(answer("{not json").is_none());
@@ -156,7 +156,7 @@ async fn an_answer_stream_that_ends_early_is_resumed() {
     }));
     let forwarder = Forwarder::new("demo", server.url.clone(), &client, tx, Default::default());
     let mut params = CallToolRequestParams::new("echo");
-    match forwarder.call(&mut params).await {
+    match forwarder.call(&mut params, None).await {
         Forwarded::Answered(Ok(result)) => {
             let text = serde_json::to_string(&result.content).expect("json");
             assert!(text.contains("resumed"), "{text}");
@@ -278,10 +278,10 @@ async fn an_answer_with_another_id_is_refused() {
     );
     let mut params = CallToolRequestParams::new("echo");
     assert!(matches!(
-        forwarder.call(&mut params).await,
+        forwarder.call(&mut params, None).await,
         Forwarded::Answered(Ok(_))
     ));
-    match forwarder.call(&mut params).await {
+    match forwarder.call(&mut params, None).await {
         Forwarded::Answered(Err(CallError::Malformed(_))) => {}
         Forwarded::Answered(Ok(result)) => panic!("a forged answer was taken: {result:?}"),
         Forwarded::Answered(Err(e)) => panic!("expected a refusal, got {e}"),
