@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `init`, `receipts`, `approvals`, `hash-key`, `schema` and
+//! The command line: `serve`, `stdio`, `check`, `init`, `receipts`, `approvals`, `hash-key`, `schema` and
 //! `completions`.
 
 mod approvals;
@@ -11,6 +11,7 @@ mod init_offer;
 mod receipts;
 mod schema;
 mod serve;
+mod stdio;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -55,6 +56,22 @@ enum Command {
         /// CPU per call: see BENCHMARKS.md.
         #[arg(long, env = "NARROWGATE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: Option<u16>,
+    },
+    /// Serve MCP on stdin/stdout to the one client that launches the gateway.
+    ///
+    /// For desktop clients and IDEs (`narrowgate connect` writes their entry) and any SDK's stdio
+    /// client. The caller is the one whose API key is in NARROWGATE_API_KEY, else the
+    /// configuration's `stdio: {caller: NAME}`. Upstreams, contracts, receipts, approvals and
+    /// limits work as under `serve`; stdout carries MCP only, logs go to stderr. Exits when the
+    /// client closes stdin; status 2 when the files or the caller are wrong.
+    ///
+    /// Example: NARROWGATE_API_KEY=… narrowgate stdio --config ~/.config/narrowgate/narrowgate.yaml
+    Stdio {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Log lines (on stderr) as readable text (`human`) or one JSON object per line (`json`).
+        #[arg(long, env = "NARROWGATE_LOG_FORMAT", value_enum, default_value_t)]
+        log_format: crate::telemetry::logs::LogFormat,
     },
     /// Check the configuration and contracts; unless --offline, also each tool against its upstream.
     ///
@@ -139,6 +156,7 @@ pub fn main() -> ExitCode {
             log_format,
             workers,
         } => serve::run(&config.config, log_format, workers.map(usize::from)),
+        Command::Stdio { config, log_format } => stdio::run(&config.config, log_format),
         Command::Check {
             config,
             offline,

@@ -60,6 +60,7 @@ async fn serve(
         config_path,
         contracts_dir,
         stop.clone(),
+        crate::config::Needs::Serve,
     ));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -83,7 +84,7 @@ async fn serve(
     Ok(())
 }
 
-async fn wait_for_signal() {
+pub(super) async fn wait_for_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -108,11 +109,13 @@ async fn wait_for_signal() {
 
 /// Reloads on SIGHUP, and when the configuration file or a file of the contracts directory
 /// changes (polled every second: no watcher dependency, and it works on every filesystem).
-async fn reload_on_change(
+/// The files are read as the command that runs them reads them (`needs`).
+pub(super) async fn reload_on_change(
     live: Arc<Live>,
     config_path: PathBuf,
     mut contracts_dir: PathBuf,
     stop: CancellationToken,
+    needs: crate::config::Needs,
 ) {
     #[cfg(unix)]
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
@@ -139,9 +142,11 @@ async fn reload_on_change(
             }
         };
         tracing::info!("reloading after {why}");
-        match super::load(&config_path) {
-            Err(e) => {
-                tracing::error!("reload refused, the running configuration keeps serving: {e}")
+        match super::load_all(&config_path, &needs) {
+            Err(problems) => {
+                for e in problems {
+                    tracing::error!("reload refused, the running configuration keeps serving: {e}")
+                }
             }
             Ok((config, contracts)) => {
                 let dir = config.contracts.clone();

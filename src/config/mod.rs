@@ -135,6 +135,10 @@ pub struct Config {
     #[serde(default)]
     #[schemars(pattern(or_env_reference("https?://.+")))]
     pub replica_url: Option<String>,
+    /// `narrowgate stdio`: the caller the one client that launches the gateway acts as, when
+    /// `NARROWGATE_API_KEY` is not set (with it, the caller whose key it is). The client is a
+    /// program the local user started, so no key is presented: keep this file the user's own.
+    pub stdio: Option<StdioConfig>,
     /// The file this was read from (not a key of the file).
     #[serde(skip)]
     pub source: PathBuf,
@@ -207,6 +211,15 @@ impl UpstreamConfig {
             },
         }
     }
+}
+
+/// `stdio:`: who a stdio gateway's client is.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StdioConfig {
+    /// A caller's `name` from `callers`.
+    #[schemars(length(min = 1))]
+    pub caller: String,
 }
 
 /// A caller identified by an API key, or the anonymous caller.

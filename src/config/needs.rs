@@ -17,6 +17,9 @@ pub enum Needs {
     /// the upstreams; not what only a running gateway uses (listening, receipts, state,
     /// telemetry, token validation) nor callers' keys.
     Check { offline: bool },
+    /// `stdio`: what `serve` needs but listening, and of the callers' keys only the one it
+    /// is given.
+    Stdio,
     /// `init --upstream NAME`: that upstream only.
     Upstream(String),
     /// These keys only (`receipts`: the database; `approvals`: where the gateway listens).
@@ -41,6 +44,17 @@ const SERVE_ONLY: &[&str] = &[
     "oauth.authorization_servers",
 ];
 
+/// Keys only a gateway that listens reads: a stdio gateway leaves their unset variables alone.
+const LISTEN_ONLY: &[&str] = &[
+    "listen",
+    "path",
+    "public_url",
+    "allowed_hosts",
+    "allowed_origins",
+    "replica_url",
+    "http",
+];
+
 impl Needs {
     /// Whether an unset `${VAR}` under `key` (dotted) can be left for this command.
     pub fn may_leave(&self, key: &str) -> bool {
@@ -50,6 +64,7 @@ impl Needs {
                 SERVE_ONLY.iter().any(|k| is_under(key, k))
                     || (*offline && is_under(key, "upstreams"))
             }
+            Needs::Stdio => LISTEN_ONLY.iter().any(|k| is_under(key, k)),
             Needs::Upstream(name) => !is_under(key, &format!("upstreams.{name}")),
             Needs::Parts(parts) => !parts.iter().any(|part| is_under(key, part)),
         }

@@ -80,6 +80,17 @@ impl Config {
                 _ => {}
             }
         }
+        if let Some(stdio) = &self.stdio
+            && !self.callers.iter().any(|c| c.name == stdio.caller)
+        {
+            err(
+                "stdio.caller",
+                format!(
+                    "`{}` is no caller's name; name one of `callers`",
+                    stdio.caller
+                ),
+            );
+        }
         for (i, approver) in self.approvers.iter().enumerate() {
             if approver.is_empty() || approver == "role:" {
                 err(

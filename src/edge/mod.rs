@@ -6,7 +6,8 @@
 //! own answer to plain `tools/call` requests ([`direct`]) → rmcp's Streamable HTTP service for
 //! everything else. Each layer reads and adds to the request's [`Admitted`], and refuses with a
 //! [`Rejection`].
-//! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers.
+//! Health endpoints and the RFC 9728 metadata sit beside it, outside those layers. The other
+//! face, MCP on stdin/stdout for the one client that launched the gateway, is [`stdio`].
 
 pub mod approvals;
 pub mod browser;
@@ -17,6 +18,7 @@ pub mod health;
 pub mod origin;
 pub mod request_ids;
 pub mod sessions;
+pub mod stdio;
 
 use std::sync::Arc;
 

@@ -104,6 +104,8 @@ pub struct Authenticator {
     /// receipts are keyed by caller name and a token must not act as (or be counted as) a
     /// configured caller.
     configured_names: std::collections::HashSet<String>,
+    /// Every configured caller by name, keyed or not: `stdio.caller` names one.
+    named: std::collections::HashMap<String, Arc<Caller>>,
 }
 
 impl Authenticator {
@@ -121,6 +123,7 @@ impl Authenticator {
                 roles: c.roles.clone(),
                 rate: c.rate,
             });
+            auth.named.insert(c.name.clone(), caller.clone());
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
                 decode_digest(hex_digest)
             } else if let Some(var) = &c.api_key_env {
@@ -171,6 +174,12 @@ impl Authenticator {
             }
             _ => Err(AuthError::Invalid),
         }
+    }
+
+    /// The configured caller named `name`, whatever its credentials: the caller a stdio
+    /// gateway's client acts as by configuration (`stdio.caller`).
+    pub fn named(&self, name: &str) -> Option<Arc<Caller>> {
+        self.named.get(name).cloned()
     }
 
     fn api_key_caller(&self, token: &str) -> Option<Arc<Caller>> {
