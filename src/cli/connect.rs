@@ -167,6 +167,8 @@ fn connect(args: &ConnectArgs) -> Result<(), ConnectError> {
         Some(p) => p.clone(),
         None => default_file(args.client)?,
     };
+    // Messages name the file in full, also when it is the working folder's `.mcp.json`.
+    let path = std::path::absolute(&path).unwrap_or(path);
     let old = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
