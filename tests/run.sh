@@ -44,4 +44,13 @@ step "deploy/helm/test.sh (helm lint, template, Kubernetes schemas)"
 deploy/helm/test.sh
 step "docker/lint.sh (hadolint, compose and image config checks)"
 docker/lint.sh
+# The release workflow (.github/workflows/): actionlint from .peers/actionlint (tests/setup-peers.sh).
+step "actionlint .github/workflows/"
+ACTIONLINT=.peers/actionlint/bin/actionlint
+if [[ ! -x $ACTIONLINT ]]; then
+    echo "tests/run.sh: $ACTIONLINT is missing: run tests/setup-peers.sh, which installs it from" \
+        "tests/peers/requirements-actionlint.txt" >&2
+    exit 1
+fi
+"$ACTIONLINT" .github/workflows/*.yml
 step "all checks passed"

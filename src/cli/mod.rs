@@ -1,10 +1,11 @@
-//! The command line: `serve`, `stdio`, `check`, `init`, `receipts`, `approvals`, `hash-key`, `schema` and
-//! `completions`.
+//! The command line: `serve`, `stdio`, `check`, `init`, `connect`, `receipts`, `approvals`,
+//! `hash-key`, `schema` and `completions`.
 
 mod approvals;
 mod check;
 mod check_offer;
 mod check_reach;
+mod connect;
 mod init;
 mod init_content;
 mod init_offer;
@@ -109,6 +110,13 @@ enum Command {
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
     },
+    /// Write (or print) a client's configuration entry for the gateway, keeping the file's others.
+    ///
+    /// Claude Desktop, Claude Code, Cursor, VS Code, Windsurf, Gemini CLI and Codex: the entry
+    /// starts `narrowgate stdio --config FILE` (or, with --url, points at a running gateway), with
+    /// the key as a reference to NARROWGATE_API_KEY or a prompt, not in the file. Running it again
+    /// changes nothing; a file that cannot be read is refused and left unchanged.
+    Connect(connect::ConnectArgs),
     /// List the receipts of past calls (also while the gateway runs), oldest first.
     ///
     /// Example: narrowgate receipts --outcome denied --since 1h --json
@@ -171,6 +179,7 @@ pub fn main() -> ExitCode {
             &upstream,
             prefix.as_deref().unwrap_or_default(),
         ),
+        Command::Connect(args) => connect::run(args),
         Command::Receipts(args) => receipts::run(args),
         Command::Approvals(args) => approvals::run(args),
         Command::HashKey { key } => hash_key(key),

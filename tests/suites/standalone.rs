@@ -4,6 +4,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../connect.rs"]
+mod connect;
 #[path = "../execution.rs"]
 mod execution;
 #[path = "../hardening.rs"]
