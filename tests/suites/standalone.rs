@@ -18,6 +18,8 @@ mod receipts;
 mod reload;
 #[path = "../schemas.rs"]
 mod schemas;
+#[path = "../stdio.rs"]
+mod stdio;
 #[path = "../upstream_abuse.rs"]
 mod upstream_abuse;
 #[path = "../upstream_text.rs"]
