@@ -88,6 +88,7 @@ async fn serve(
         stop.clone(),
         Needs::Stdio,
     ));
+    first_attempts(&live).await;
     tracing::info!(caller = %who.name, tools, "narrowgate serving MCP on stdin/stdout");
     let gone = CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::io::stdio();
@@ -117,4 +118,24 @@ async fn serve(
     stop.cancel();
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     ended
+}
+
+/// The longest a stdio gateway waits for its upstreams' first connection attempts.
+const FIRST_ATTEMPTS_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until every upstream's first connection attempt has ended (up or down), at most
+/// [`FIRST_ATTEMPTS_WITHIN`]. A desktop client launches the gateway and calls at once; a
+/// listening gateway has long been running by then (and `/readyz` says when it is ready).
+async fn first_attempts(live: &Live) {
+    let gateway = live.current();
+    let started = tokio::time::Instant::now();
+    while gateway
+        .kept
+        .upstreams
+        .values()
+        .any(|u| u.snapshot().status == crate::upstream::Status::Starting)
+        && started.elapsed() < FIRST_ATTEMPTS_WITHIN
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
