@@ -8,6 +8,8 @@ mod cli;
 mod common;
 #[path = "../conformance.rs"]
 mod conformance;
+#[path = "../connect.rs"]
+mod connect;
 #[path = "../fidelity.rs"]
 mod fidelity;
 #[path = "../gateway.rs"]

@@ -4,8 +4,6 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../connect.rs"]
-mod connect;
 #[path = "../execution.rs"]
 mod execution;
 #[path = "../hardening.rs"]
