@@ -7,7 +7,7 @@
 
 use crate::common;
 #[path = "peers/real_servers.rs"]
-mod real_servers;
+pub(crate) mod real_servers;
 #[path = "peers/stdio_protocols.rs"]
 mod stdio_protocols;
 

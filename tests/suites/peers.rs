@@ -14,6 +14,8 @@ mod connect;
 mod fidelity;
 #[path = "../gateway.rs"]
 mod gateway;
+#[path = "../library.rs"]
+mod library;
 #[allow(dead_code)] // the OTLP collector; each test uses a part of it
 #[path = "../otel/mod.rs"]
 mod otel;

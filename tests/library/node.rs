@@ -1,0 +1,1 @@
+//! The library for the npm servers: filesystem, memory, postgres, everything.

@@ -1,0 +1,1 @@
+//! The library for the PyPI servers: git, time, fetch.
