@@ -44,6 +44,8 @@ use crate::config::{Config, LoadError, Needs, UpstreamTransport};
 use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{Approval, ContractSet, SideEffects, ToolContract, digest};
 use crate::runtime::catalog::{Catalog, Entry};
+use rmcp::model::Implementation;
+
 use crate::upstream::{Snapshot, Status, Upstream, list_tools_once};
 
 mod table;
@@ -156,7 +158,15 @@ pub fn run(config_path: &Path, offline: bool, as_json: bool) -> ExitCode {
             }
         }
     };
-    let report = build_report(&config, &contracts, snapshots.as_ref());
+    let mut report = build_report(
+        &config,
+        &contracts,
+        snapshots.as_ref().map(|(snapshots, _)| snapshots),
+    );
+    if let Some((_, servers)) = &snapshots {
+        let drifted = super::check_written_for::warnings(&contracts, servers);
+        report.warnings.extend(drifted);
+    }
     let printed = if as_json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => write_stdout("check", |out| writeln!(out, "{text}")),
@@ -200,8 +210,12 @@ pub(super) fn hint(e: &LoadError, config_path: &Path) -> String {
     }
 }
 
-/// Lists every upstream's tools once, all at the same time.
-async fn contact(config: &Config, contracts: &ContractSet) -> BTreeMap<String, Snapshot> {
+/// Lists every upstream's tools once, all at the same time: a snapshot of each, and each
+/// server's name and version as it reported them.
+async fn contact(
+    config: &Config,
+    contracts: &ContractSet,
+) -> (BTreeMap<String, Snapshot>, BTreeMap<String, Implementation>) {
     let mut tasks = Vec::new();
     for (name, u) in &config.upstreams {
         let upstream = Upstream::new(name, u);
@@ -213,17 +227,23 @@ async fn contact(config: &Config, contracts: &ContractSet) -> BTreeMap<String, S
         }));
     }
     let mut snapshots = BTreeMap::new();
+    let mut servers = BTreeMap::new();
     for (task, name) in tasks.into_iter().zip(config.upstreams.keys()) {
         let result = match task.await {
             Ok((_, result)) => result,
             Err(e) => Err(format!("the check of this upstream failed: {e}")),
         };
         let snapshot = match result {
-            Ok(tools) => Snapshot {
-                status: Status::Up,
-                tools: Arc::new(tools),
-                protocol: None,
-            },
+            Ok(listing) => {
+                if let Some(server) = listing.server {
+                    servers.insert(name.clone(), server);
+                }
+                Snapshot {
+                    status: Status::Up,
+                    tools: Arc::new(listing.tools),
+                    protocol: None,
+                }
+            }
             Err(reason) => Snapshot {
                 status: Status::Down { reason },
                 tools: Arc::new(vec![]),
@@ -232,7 +252,7 @@ async fn contact(config: &Config, contracts: &ContractSet) -> BTreeMap<String, S
         };
         snapshots.insert(name.clone(), snapshot);
     }
-    snapshots
+    (snapshots, servers)
 }
 
 /// Irreversible tools nobody approves, and approvals nobody can give.
@@ -415,7 +435,17 @@ fn build_report(
                     upstream_tool,
                 ));
                 let upstream_input = Value::Object(upstream_tool.input_schema.as_ref().clone());
-                let narrowing = narrow(&contract.input, &upstream_input);
+                for argument in contract.fixed.names() {
+                    if upstream_input["properties"].get(argument).is_none() {
+                        warnings.push(format!(
+                            "tool `{name}`: fixed argument `{argument}` is not a property of the upstream's inputSchema: check its spelling"
+                        ));
+                    }
+                }
+                let narrowing = narrow(
+                    &contract.input,
+                    &contract.fixed.without_fixed(&upstream_input),
+                );
                 if let Some(reason) = &narrowing.upstream_omitted {
                     warnings.push(format!(
                         "tool `{name}`: the upstream's inputSchema is enforced but not published ({reason}); clients see the contract's `input` alone"

@@ -74,7 +74,7 @@ pub fn run(config_path: &Path, upstream_name: &str, prefix: &str) -> ExitCode {
         .map_err(|e| format!("cannot start the runtime: {e}"))
         .and_then(|rt| rt.block_on(list_tools_once(&upstream, LIST_WITHIN)))
     {
-        Ok(tools) => tools,
+        Ok(listing) => listing.tools,
         Err(e) => {
             eprintln!(
                 "narrowgate init: cannot list the tools of `{upstream_name}`: {e}\n  \

@@ -5,6 +5,7 @@ mod approvals;
 mod check;
 mod check_offer;
 mod check_reach;
+mod check_written_for;
 mod connect;
 mod init;
 mod init_content;

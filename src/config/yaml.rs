@@ -177,6 +177,12 @@ fn expand_string(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<
                 .find('}')
                 .ok_or_else(|| format!("unterminated `${{` in `{text}`"))?;
             let name = &body[..end];
+            // `${caller.name}` and the like are set per call (contract `fixed:`), not here.
+            if name.starts_with("caller.") {
+                out.push_str(&rest[at..at + end + 3]);
+                rest = &body[end + 1..];
+                continue;
+            }
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!(
                     "`${{{name}}}` is not a valid environment variable name"
@@ -212,6 +218,10 @@ mod tests {
             tree,
             json!({"a": {"b": ["x s3cret y", "$HOME", "cost $5"]}})
         );
+        // Caller values are the gateway's to set per call (`fixed:`): kept as written.
+        let mut tree = json!({"owner": "${caller.name}/${TOKEN}"});
+        expand_env(&mut tree, &mut Vec::new(), &env).expect("expands");
+        assert_eq!(tree, json!({"owner": "${caller.name}/s3cret"}));
 
         let mut tree = json!({"up": {"headers": {"auth": "Bearer ${MISSING}"}}});
         let (key, message) = expand_env(&mut tree, &mut Vec::new(), &env).unwrap_err();

@@ -6,7 +6,9 @@ use jsonschema::Validator;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
+use super::ToolContract;
 use super::content::{self, ContentRule};
+use super::fixed::{Unresolved, Who};
 use super::keywords::is_validation_keyword;
 use super::schema::{Violation, first_violation};
 
@@ -15,12 +17,15 @@ use super::schema::{Violation, first_violation};
 pub enum ArgumentRejection {
     Contract(Violation),
     Upstream(Violation),
+    /// A fixed argument names a value of the caller it does not have.
+    Fixed(Unresolved),
 }
 
 impl std::fmt::Display for ArgumentRejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ArgumentRejection::Contract(v) => write!(f, "arguments rejected by the contract: {v}"),
+            ArgumentRejection::Fixed(unresolved) => write!(f, "{unresolved}"),
             // Only path and rule: the detail would quote the upstream's schema (its enum values,
             // say), which the contract may deliberately not publish.
             ArgumentRejection::Upstream(v) => write!(
@@ -45,6 +50,39 @@ pub fn check_arguments(
         return Err(ArgumentRejection::Upstream(v));
     }
     Ok(())
+}
+
+/// The arguments as they go upstream: the client's, checked against the contract (a fixed
+/// argument sent is refused), then with the `fixed` ones set for `who`, checked against the
+/// upstream's own schema. `None` when the tool fixes nothing (the client's go as they are).
+pub fn arguments_to_send(
+    tool: &ToolContract,
+    upstream: Option<&Validator>,
+    arguments: &Value,
+    who: &Who,
+) -> Result<Option<Value>, ArgumentRejection> {
+    if tool.fixed.is_empty() {
+        return check_arguments(&tool.input_validator, upstream, arguments).map(|()| None);
+    }
+    if let Some(v) = tool.fixed.sent_by_client(arguments) {
+        return Err(ArgumentRejection::Contract(v));
+    }
+    if let Some(v) = first_violation(&tool.input_validator, arguments) {
+        return Err(ArgumentRejection::Contract(v));
+    }
+    let mut sent = arguments.as_object().cloned().unwrap_or_default();
+    tool.fixed
+        .apply(&mut sent, who)
+        .map_err(ArgumentRejection::Fixed)?;
+    let sent = Value::Object(sent);
+    let written = tool.fixed_validator.as_deref();
+    if let Some(v) = written.and_then(|w| first_violation(w, &sent)) {
+        return Err(ArgumentRejection::Contract(v));
+    }
+    if let Some(v) = upstream.and_then(|u| first_violation(u, &sent)) {
+        return Err(ArgumentRejection::Upstream(v));
+    }
+    Ok(Some(sent))
 }
 
 /// Why a result was not passed to the client. Rejections describe the contract (the schema path

@@ -7,6 +7,7 @@
 pub mod content;
 pub mod digest;
 pub mod enforce;
+pub mod fixed;
 pub mod keywords;
 pub mod narrow;
 pub mod publish;
@@ -61,6 +62,28 @@ pub struct ContractFile {
     #[serde(default)]
     #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z0-9_-]{1,64}$"}))]
     prompts: BTreeMap<String, resources::PromptFields>,
+    /// The published server this file was written and reviewed against (the contract library
+    /// records it): `narrowgate check` says when the running server reports another.
+    written_for: Option<WrittenFor>,
+}
+
+/// The exact server a contract file was written against.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WrittenFor {
+    /// The published package and version, as installed: `pypi:mcp-server-git==2026.10.19`,
+    /// `npm:@modelcontextprotocol/server-filesystem@2026.8.31`.
+    pub package: String,
+    /// The `serverInfo` that version reports in `initialize`.
+    pub server: ServerInfo,
+}
+
+/// A server's name and version, as `initialize` reports them.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
 }
 
 /// A tool's contract as written in the file.
@@ -121,6 +144,13 @@ struct ToolContractFields {
     /// and the caller may read it; `visibility: [app]` lists the tool only to clients that
     /// declared the `io.modelcontextprotocol/ui` extension, and only they may call it.
     ui: Option<ui::UiFields>,
+    /// Arguments the gateway sets on every call, by name: a JSON constant, or a string with
+    /// `${caller.name}`, `${caller.roles}` or `${caller.claims.NAME}` (set per call; `${VAR}`
+    /// is the environment, as everywhere). They are removed from the published `inputSchema`
+    /// and a call that sends one is refused; the upstream receives them. Declare one under
+    /// `input.properties` only to constrain its resolved value.
+    #[serde(default)]
+    fixed: BTreeMap<String, Value>,
     /// JSON pointers (`/token`) to arguments whose values are replaced by a marker in receipts.
     #[serde(default)]
     #[schemars(inner(pattern(or_env_reference("/.*"))))]
@@ -219,8 +249,13 @@ pub struct ToolContract {
     pub scopes: Vec<String>,
     pub rate: Option<Rate>,
     pub dedupe: Option<Duration>,
-    /// The input schema as written (2020-12).
+    /// The input schema a client may send (2020-12): as written, without the `fixed` arguments.
     pub input: Value,
+    /// The arguments the gateway sets on every call.
+    pub fixed: fixed::Fixed,
+    /// The written input schema, to check the arguments with the fixed ones set, when `input`
+    /// constrains some fixed argument (else `None`).
+    pub fixed_validator: Option<Arc<Validator>>,
     pub output: Option<Value>,
     pub input_validator: Arc<Validator>,
     pub output_validator: Option<Arc<Validator>>,
@@ -261,6 +296,8 @@ pub struct ContractSet {
     pub resources: Vec<Arc<resources::ResourceContract>>,
     /// Every prompt contract, by exposed name.
     pub prompts: BTreeMap<String, Arc<resources::PromptContract>>,
+    /// By upstream, the server its contract file was written for (`written_for:`).
+    pub written_for: BTreeMap<String, WrittenFor>,
     /// Whether some tool is for MCP Apps only (`ui.visibility: [app]`): then who may call it
     /// depends on the client's declared extensions, which only rmcp's path knows.
     pub any_app_only: bool,
@@ -341,6 +378,21 @@ impl ContractSet {
             )];
         }
         let mut errors = Vec::new();
+        if let Some(written_for) = parsed.written_for {
+            match self.written_for.get(&parsed.upstream) {
+                Some(other) if *other != written_for => errors.push(LoadError::invalid(
+                    file,
+                    "written_for",
+                    format!(
+                        "another file for upstream `{}` says it was written for {}; one upstream runs one server",
+                        parsed.upstream, other.package
+                    ),
+                )),
+                _ => {
+                    self.written_for.insert(parsed.upstream.clone(), written_for);
+                }
+            }
+        }
         for (name, fields) in parsed.tools {
             let key = format!("tools.{name}");
             if let Some(existing) = self.tools.get(&name) {
@@ -452,6 +504,25 @@ fn build(
     if input.get("type").and_then(Value::as_str) != Some("object") {
         return err(".input", "must be an object schema (`type: object`)".into());
     }
+    checked_schema(&input, ".input")?;
+    let fixed = fixed::Fixed::build(f.fixed)?;
+    // Some fixed argument constrained under `input.properties`: its value is checked with the
+    // written schema (other fixed arguments admitted there as they are).
+    let constrains_fixed = fixed.names().any(|n| input["properties"].get(n).is_some());
+    let fixed_validator = match constrains_fixed {
+        false => None,
+        true => {
+            let mut written = input.clone();
+            if let Some(properties) = written["properties"].as_object_mut() {
+                for name in fixed.names() {
+                    properties.entry(name).or_insert(Value::Bool(true));
+                }
+            }
+            Some(checked_schema(&written, ".input")?)
+        }
+    };
+    let written_input = input;
+    let input = fixed.without_fixed(&written_input);
     let input_validator = checked_schema(&input, ".input")?;
     let output_validator = match &f.output {
         Some(output) => Some(checked_schema(output, ".output")?),
@@ -489,8 +560,14 @@ fn build(
         "idempotent": idempotent, "timeout": f.timeout.map(|d| d.0.as_millis() as u64),
         "retries": f.retries, "scopes": f.scopes, "rate": f.rate.map(|r| r.to_string()),
         "dedupe": f.dedupe.map(|d| d.0.as_millis() as u64),
-        "input": input, "output": f.output, "redact": f.redact, "pin": f.pin,
+        "input": written_input, "output": f.output, "redact": f.redact, "pin": f.pin,
     });
+    // Only when written, so that the digests of contracts without `fixed:` stay what they were.
+    if !fixed.is_empty()
+        && let Some(fields) = described.as_object_mut()
+    {
+        fields.insert("fixed".into(), json!(fixed.written()));
+    }
     // Only when present, so that the digests of contracts without preconditions stay as they were.
     if !f.when.is_empty()
         && let Some(fields) = described.as_object_mut()
@@ -545,6 +622,8 @@ fn build(
         rate: f.rate,
         dedupe: f.dedupe.map(|d| d.0),
         input,
+        fixed,
+        fixed_validator,
         output: f.output,
         input_validator,
         output_validator,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::approvals::step::Reach;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
+use crate::contract::fixed::Who;
 use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
 use crate::receipts::{ApprovalRecord, Call, Outcome};
@@ -85,13 +86,14 @@ impl Version {
         // The name as the client sent it may be anything: logs and the receipt get it escaped
         // and bounded (a valid name unchanged).
         let tool = crate::policy::names::shown_tool(&request.name).into_owned();
-        // Validated, digested for dedupe and the receipt; `execute` forwards the request's own.
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        // Validated, digested for dedupe and the receipt; `execute` forwards the request's own,
+        // and sets both to what goes upstream when the tool has `fixed` arguments.
+        let mut arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let executed = self
             .execute(
                 caller,
                 request,
-                &arguments,
+                &mut arguments,
                 protocol,
                 idempotency_key,
                 reach,
@@ -163,8 +165,8 @@ impl Version {
     async fn execute(
         &self,
         caller: &Caller,
-        request: CallToolRequestParams,
-        arguments: &Value,
+        mut request: CallToolRequestParams,
+        arguments: &mut Value,
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
         reach: &Reach,
@@ -183,18 +185,33 @@ impl Version {
         let contract = &tool.contract;
         let upstream_schemas = tool.upstream_schemas.as_ref();
 
-        // 2. Validate the arguments against the contract and the upstream's own schema.
-        if let Err(rejection) = enforce::check_arguments(
-            &contract.input_validator,
+        // 2. Validate the arguments against the contract, set the ones it fixes, and validate
+        //    what goes upstream against the upstream's own schema.
+        let who = Who {
+            name: &caller.name,
+            roles: &caller.roles,
+            claims: &caller.claims,
+        };
+        match enforce::arguments_to_send(
+            contract,
             upstream_schemas.map(|s| s.input.as_ref()),
             arguments,
+            &who,
         ) {
-            return (
-                rejected_input(rejection.to_string(), protocol),
-                Outcome::RejectedInput,
-            )
-                .into();
+            Ok(None) => {}
+            Ok(Some(sent)) => {
+                request.arguments = sent.as_object().cloned();
+                *arguments = sent;
+            }
+            Err(rejection) => {
+                return (
+                    rejected_input(rejection.to_string(), protocol),
+                    Outcome::RejectedInput,
+                )
+                    .into();
+            }
         }
+        let arguments: &Value = arguments;
 
         let idempotency_key = match idempotency_key {
             Ok(key) => key,

@@ -99,6 +99,7 @@ mod tests {
             scopes: vec![],
             roles: vec![],
             rate: None,
+            claims: serde_json::Value::Null,
         }
     }
 

@@ -392,6 +392,7 @@ mod tests {
             scopes: vec![],
             roles: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
+            claims: serde_json::Value::Null,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct Caller {
     /// `roles_claim` names), as `when` preconditions read them.
     pub roles: Vec<String>,
     pub rate: Option<Rate>,
+    /// A token caller's verified claims, as `fixed: ${caller.claims.NAME}` reads them
+    /// (`Null` for an API-key caller).
+    pub claims: serde_json::Value,
 }
 
 impl Caller {
@@ -122,6 +125,7 @@ impl Authenticator {
                 scopes: c.scopes.clone(),
                 roles: c.roles.clone(),
                 rate: c.rate,
+                claims: serde_json::Value::Null,
             });
             auth.named.insert(c.name.clone(), caller.clone());
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
@@ -295,6 +299,7 @@ mod tests {
             scopes: vec!["a".into(), "b".into()],
             roles: vec![],
             rate: None,
+            claims: serde_json::Value::Null,
         };
         let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
         assert_eq!(c.missing_scopes(&required), vec!["c", "d"]);
@@ -320,6 +325,7 @@ mod tests {
             scopes: vec![],
             roles: vec![],
             rate: None,
+            claims: serde_json::Value::Null,
         };
         assert!(!c.may_use("read_file"));
         c.tools = vec!["read_*".into(), "get_weather".into()];

@@ -244,6 +244,7 @@ impl TokenValidator {
             scopes,
             roles: role_names,
             rate,
+            claims: claims.clone(),
         })
     }
 }

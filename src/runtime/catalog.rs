@@ -160,7 +160,12 @@ fn entry_for(contract: &Arc<ToolContract>, snapshot: &Snapshot) -> Entry {
             }
         },
     };
-    let narrowing = narrow(&contract.input, &upstream_input);
+    // The gateway, not the client, supplies the fixed arguments: the upstream's schema is
+    // compared without them (the values are still checked against all of it on every call).
+    let narrowing = narrow(
+        &contract.input,
+        &contract.fixed.without_fixed(&upstream_input),
+    );
     if narrowing.verdict == Verdict::Empty {
         return disabled(
             "contract and upstream inputSchema admit no common arguments (empty intersection)"

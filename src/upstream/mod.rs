@@ -45,7 +45,7 @@ use crate::config::{UpstreamConfig, UpstreamTransport};
 pub use connect::{ConnectError, Connected, UpstreamClient, connect};
 pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
-pub use once::{Offer, list_offer_once, list_tools_once};
+pub use once::{Listing, Offer, list_offer_once, list_tools_once};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
 /// here so that this module needs nothing from whoever watches it.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::Tool;
+use rmcp::model::{Implementation, Tool};
 use tokio::sync::Notify;
 
 use super::{Connected, Upstream, UpstreamClient, connect};
@@ -28,17 +28,28 @@ async fn connect_once(
     Ok(connection)
 }
 
+/// What one listing found: the tools, and the server as it named itself in `initialize`.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub tools: Vec<Tool>,
+    pub server: Option<Implementation>,
+}
+
 /// Connects once, lists the upstream's tools and disconnects: for `check` and `init`.
-pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Vec<Tool>, String> {
+pub async fn list_tools_once(upstream: &Upstream, within: Duration) -> Result<Listing, String> {
     let attempt = async {
         let connection = connect_once(upstream).await?;
-        let tools = connection
-            .peer()
+        let peer = connection.peer();
+        let server = peer.peer_info().and_then(|info| info.server_info.clone());
+        let tools = peer
             .list_all_tools()
             .await
             .map_err(|e| format!("listing tools failed: {e}"));
         let _ = connection.cancel().await;
-        tools
+        Ok(Listing {
+            tools: tools?,
+            server,
+        })
     };
     tokio::time::timeout(within, attempt)
         .await
