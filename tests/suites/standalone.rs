@@ -6,6 +6,8 @@
 mod common;
 #[path = "../execution.rs"]
 mod execution;
+#[path = "../fixed.rs"]
+mod fixed;
 #[path = "../hardening.rs"]
 mod hardening;
 #[path = "../limits.rs"]
