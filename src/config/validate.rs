@@ -167,11 +167,15 @@ impl Config {
                 caller.api_key_env.is_some(),
                 caller.anonymous,
             ];
-            if kinds.iter().filter(|k| **k).count() != 1 {
+            // The stdio caller may have no credential: no HTTP request can act as it then, and
+            // `narrowgate stdio`'s one client (the user who launched it) needs none.
+            let only_stdio = self.stdio.as_ref().is_some_and(|s| s.caller == caller.name);
+            let count = kinds.iter().filter(|k| **k).count();
+            if count > 1 || (count == 0 && !only_stdio) {
                 err(
                     &key,
                     format!(
-                        "caller `{}` needs exactly one of `api_key_sha256`, `api_key_env` or `anonymous: true`",
+                        "caller `{}` needs exactly one of `api_key_sha256`, `api_key_env` or `anonymous: true` (none only as the `stdio.caller` of a desktop gateway)",
                         caller.name
                     ),
                 );
