@@ -103,6 +103,9 @@ impl<T> Admitting<T> {
     }
 }
 
+/// The session id the stdio connection's requests carry, as an HTTP session's would.
+const STDIO_SESSION: &str = "stdio";
+
 /// What the HTTP edge would have put into a request's `Parts` by the time rmcp sees it.
 async fn admission(
     live: &Live,
@@ -125,6 +128,12 @@ async fn admission(
     };
     let (mut parts, ()) = http::Request::new(()).into_parts();
     parts.method = http::Method::POST;
+    // The one connection is one session: the upstream's requests during a call (sampling,
+    // elicitation, roots) go to the client on it, and its logging level holds for it.
+    parts.headers.insert(
+        "mcp-session-id",
+        http::HeaderValue::from_static(STDIO_SESSION),
+    );
     parts.extensions.insert(admitted);
     parts
 }

@@ -25,5 +25,7 @@ mod peers;
 mod preconditions;
 #[path = "../resources.rs"]
 mod resources;
+#[path = "../stdio_clients.rs"]
+mod stdio_clients;
 #[path = "../telemetry.rs"]
 mod telemetry;
