@@ -53,6 +53,75 @@ fn assert_answers(result: &Value, needle: &str, gw: &Gateway) {
     assert!(text.contains(needle), "no {needle:?} in {result}");
 }
 
+/// Proves: for each profile, `narrowgate check` on the three library files in front of the three
+/// servers, started as the headers say, reports no problem and no warning (so each file's
+/// `written_for` is the server running), and every tool is enabled, proven narrower (input and,
+/// where declared, output) and its pin matches the pinned server's definition; and that without
+/// the GIT_REPOSITORY the git files' headers name, nothing loads and the error names it.
+#[test]
+fn the_python_library_files_check_clean_against_their_servers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = sample_repo(dir.path());
+    let bin = |name: &str| json!(py2_bin(name).display().to_string());
+    let config = format!(
+        "upstreams:\n  git: {{command: {}, args: [--repository, \"${{GIT_REPOSITORY}}\"]}}\n  \
+         time: {{command: {}, args: [--local-timezone, UTC]}}\n  fetch: {{command: {}, args: []}}\n{}",
+        bin("mcp-server-git"),
+        bin("mcp-server-time"),
+        bin("mcp-server-fetch"),
+        crate::common::callers(&[])
+    );
+    for (profile, count) in [("read-only", 10), ("read-write", 15)] {
+        let files: Vec<(String, String)> = ["git", "time", "fetch"]
+            .iter()
+            .map(|s| (format!("{s}.yaml"), library_file(s, profile)))
+            .collect();
+        let contracts: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let dir = crate::common::ConfigDir::new(&config, &contracts);
+        let out = Command::new(crate::common::narrowgate_bin())
+            .args(["check", "--json", "--config"])
+            .arg(dir.config())
+            .env("GIT_REPOSITORY", &repo)
+            .output()
+            .expect("run narrowgate check");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let report: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(out.status.success(), "{profile}: {report:#}");
+        assert_eq!(report["problems"], json!([]), "{profile}: {report:#}");
+        assert_eq!(report["warnings"], json!([]), "{profile}: {report:#}");
+        let tools = report["tools"].as_array().expect("tools");
+        assert_eq!(tools.len(), count, "{profile}: {report:#}");
+        for tool in tools {
+            assert_eq!(tool["status"], "enabled", "{profile}: {tool}");
+            assert_eq!(
+                tool["narrowing"]["verdict"], "narrower",
+                "{profile}: {tool}"
+            );
+            assert_eq!(tool["pin"], "matches", "{profile}: {tool}");
+            let output = &tool["output_narrowing"];
+            assert!(
+                output.is_null() || output["verdict"] == "narrower",
+                "{profile}: {tool}"
+            );
+        }
+        let unset = Command::new(crate::common::narrowgate_bin())
+            .args(["check", "--config"])
+            .arg(dir.config())
+            .env_remove("GIT_REPOSITORY")
+            .output()
+            .expect("run narrowgate check");
+        let stderr = String::from_utf8_lossy(&unset.stderr);
+        assert!(
+            !unset.status.success(),
+            "{profile} loaded without GIT_REPOSITORY: {stderr}"
+        );
+        assert!(stderr.contains("GIT_REPOSITORY"), "{profile}: {stderr}");
+    }
+}
+
 // --- git -----------------------------------------------------------------------------------
 
 /// Runs `git ARGS` in `repo`; returns its stdout.
@@ -119,23 +188,13 @@ fn git_server() -> Stdio {
     )
 }
 
+#[rustfmt::skip]
 const GIT_READS: [&str; 7] = [
-    "git_branch",
-    "git_diff",
-    "git_diff_staged",
-    "git_diff_unstaged",
-    "git_log",
-    "git_show",
-    "git_status",
+    "git_branch", "git_diff", "git_diff_staged", "git_diff_unstaged", "git_log", "git_show", "git_status",
 ];
 
-const GIT_WRITES: [&str; 5] = [
-    "git_add",
-    "git_checkout",
-    "git_commit",
-    "git_create_branch",
-    "git_reset",
-];
+#[rustfmt::skip]
+const GIT_WRITES: [&str; 5] = ["git_add", "git_checkout", "git_commit", "git_create_branch", "git_reset"];
 
 /// The option injections and other revisions both git profiles must refuse, each with the
 /// argument path and rule of the refusal. `out` is a file the injections would write.
@@ -335,6 +394,11 @@ fn git_read_write_writes_what_it_allows_and_refuses_the_rest() {
     assert_eq!(reset["annotations"]["destructiveHint"], true, "{reset}");
     assert_all_refused(&attacks, r, 1);
     let refused_reset = &r[1 + attacks.len()];
+    let text = refused_reset["content"].to_string();
+    assert!(
+        text.contains("needs the user's approval"),
+        "{refused_reset}"
+    );
     assert_eq!(
         refused_reset["is_error"], true,
         "git_reset without approval ran: {refused_reset}"
@@ -373,27 +437,6 @@ fn git_read_write_writes_what_it_allows_and_refuses_the_rest() {
     );
     let outside = std::fs::read_to_string(dir.path().join("outside.txt")).expect("read");
     assert_eq!(outside, "not the repository's\n");
-}
-
-/// Proves: a git library file does not load without the GIT_REPOSITORY its header names: the
-/// gateway refuses to start, naming the variable (no tool served on some other path).
-#[test]
-fn git_library_needs_its_repository_variable() {
-    let server = git_server();
-    let file = library_file("git", "read-only");
-    let dir = crate::common::ConfigDir::new(&server.config(), &[("git.yaml", &file)]);
-    let check = Command::new(crate::common::narrowgate_bin())
-        .args(["check", "--config"])
-        .arg(dir.config())
-        .env_remove("GIT_REPOSITORY")
-        .output()
-        .expect("run narrowgate check");
-    let stderr = String::from_utf8_lossy(&check.stderr);
-    assert!(
-        !check.status.success(),
-        "loaded without GIT_REPOSITORY: {stderr}"
-    );
-    assert!(stderr.contains("GIT_REPOSITORY"), "{stderr}");
 }
 
 // --- time ----------------------------------------------------------------------------------
