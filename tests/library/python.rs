@@ -153,7 +153,10 @@ fn repo_state(repo: &Path) -> (Vec<String>, Vec<(std::path::PathBuf, Vec<u8>)>) 
     .iter()
     .map(|args| git(repo, args))
     .collect();
-    let files = snapshot(repo.parent().expect("the repository's folder"));
+    // `.git/index` aside: any `git status` (the server's or ours) may rewrite its cached file
+    // stats without changing what is staged, which `diff --cached` above compares.
+    let mut files = snapshot(repo.parent().expect("the repository's folder"));
+    files.retain(|(path, _)| path != Path::new("repo/.git/index"));
     (git_state, files)
 }
 
