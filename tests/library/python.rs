@@ -241,6 +241,7 @@ fn git_write_attacks() -> Vec<Attack> {
         (add(json!(["sub/../../outside.txt"])), "/files/0", "pattern"),
         (add(json!(["/etc/passwd"])), "/files/0", "pattern"),
         (add(json!([".git/config"])), "/files/0", "pattern"),
+        (add(json!(["sub/.GIT/config"])), "/files/0", "pattern"),
         (add(json!(["a.txt", "-A"])), "/files/1", "pattern"),
         (add(json!(["--chmod=+x"])), "/files/0", "pattern"),
         (add(json!(["*.txt"])), "/files/0", "pattern"),
