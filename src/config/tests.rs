@@ -144,3 +144,16 @@ fn relative_commands_and_paths_resolve_against_the_file() {
     assert_eq!(a.cwd, Some(PathBuf::from("/etc/narrowgate/work")));
     assert_eq!(config.upstreams["b"].command.as_deref(), Some("npx"));
 }
+
+/// Proves: a caller without any credential is refused, except as the stdio caller of a desktop
+/// gateway (whose one client needs no key); two credentials are refused either way.
+#[test]
+fn only_the_stdio_caller_may_have_no_key() {
+    let keyless = "callers:\n  - name: me\n    tools: ['*']\n";
+    let e = parse(keyless).unwrap_err().to_string();
+    assert!(e.contains("needs exactly one of"), "{e}");
+    assert!(parse(&format!("stdio: {{caller: me}}\n{keyless}")).is_ok());
+    let both =
+        "stdio: {caller: me}\ncallers:\n  - name: me\n    anonymous: true\n    api_key_env: K\n";
+    assert!(parse(both).is_err());
+}
