@@ -239,7 +239,7 @@ fn git_read_only_reads_one_repository_and_refuses_the_rest() {
 /// options, hold `..` or `.lock` or are `HEAD`; a `repo_path` sent by the client; the read
 /// attacks of read-only; and `git_reset`, which needs the user's approval, from a client that
 /// cannot give it. Then the writes work: a file is staged and committed with the given message,
-/// a branch created and checked out.
+/// a branch created and checked out, and `git_reset` runs once the user approves it.
 #[test]
 fn git_read_write_writes_what_it_allows_and_refuses_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -312,6 +312,30 @@ fn git_read_write_writes_what_it_allows_and_refuses_the_rest() {
     );
     let outside = std::fs::read_to_string(dir.path().join("outside.txt")).expect("read");
     assert_eq!(outside, "not the repository's\n");
+
+    // With a user who approves (the SDK's elicitation callback), git_reset runs: the staged
+    // change is unstaged, the working tree kept.
+    std::fs::write(repo.join("a.txt"), "staged, then reset\n").expect("write");
+    git(&repo, &["add", "a.txt"]);
+    let ran = crate::common::process::run(
+        Command::new(crate::common::peers::py2_python())
+            .arg(crate::common::peers::py_client_script("py2_asks_client.py"))
+            .args([
+                &gw.url,
+                crate::common::KEY,
+                "all",
+                r#"[["git_reset", {}]]"#,
+                "legacy",
+            ]),
+        crate::common::peers::CLIENT_DEADLINE,
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let approved = ran.json();
+    assert_eq!(approved["called"]["elicitation"], 1, "{approved}");
+    assert_eq!(approved["results"][0]["is_error"], false, "{approved}");
+    assert_eq!(git(&repo, &["diff", "--cached", "--name-only"]).trim(), "");
+    let kept = std::fs::read_to_string(repo.join("a.txt")).expect("read");
+    assert_eq!(kept, "staged, then reset\n", "the working tree was touched");
 }
 
 // --- time ----------------------------------------------------------------------------------
