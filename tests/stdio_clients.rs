@@ -160,29 +160,32 @@ fn python_sdk_stdio_clients_launch_the_gateway() {
         let listed = client.run(&target(&dir), "-", &json!([{"op": "list"}]));
         assert_eq!(tool_names(&listed["results"][0]), TOOLS, "{listed}");
     }
-    let ran = run(
-        Command::new(py2_python())
-            .arg(py_client_script("py2_asks_client.py"))
-            .args([&target(&dir), "-", "all", &calls().to_string(), "legacy"])
-            .env("PY_CLIENT_TIMEOUT", "30"),
-        CLIENT_DEADLINE,
-    );
-    assert_eq!(ran.code, Some(0), "client failed: {}", ran.stderr);
-    let out = ran.json();
-    let results: Vec<(bool, String)> = out["results"]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .map(|r| {
-                    let text = r["text"].as_str().unwrap_or_default().to_string();
-                    (r["is_error"].as_bool().unwrap_or(true), text)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_answered("python 2.x", &results);
-    assert_eq!(out["called"]["elicitation"], 1, "{out}");
-    assert_eq!(out["called"]["sampling"], 1, "{out}");
+    // `legacy`: an `initialize` session; `auto`: the SDK's default, 2026-07-28 where offered.
+    for mode in ["legacy", "auto"] {
+        let ran = run(
+            Command::new(py2_python())
+                .arg(py_client_script("py2_asks_client.py"))
+                .args([&target(&dir), "-", "all", &calls().to_string(), mode])
+                .env("PY_CLIENT_TIMEOUT", "30"),
+            CLIENT_DEADLINE,
+        );
+        assert_eq!(ran.code, Some(0), "client failed ({mode}): {}", ran.stderr);
+        let out = ran.json();
+        let results: Vec<(bool, String)> = out["results"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .map(|r| {
+                        let text = r["text"].as_str().unwrap_or_default().to_string();
+                        (r["is_error"].as_bool().unwrap_or(true), text)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_answered(&format!("python 2.x {mode}"), &results);
+        assert_eq!(out["called"]["elicitation"], 1, "{mode}: {out}");
+        assert_eq!(out["called"]["sampling"], 1, "{mode}: {out}");
+    }
     assert_receipts("python 2.x", &dir);
 }
 

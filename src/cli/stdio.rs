@@ -138,4 +138,7 @@ async fn first_attempts(live: &Live) {
     {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // The catalog follows the upstreams' states a moment later (its rebuild is a task of its
+    // own): join them now, so that the first call finds the tools the upstream listed.
+    gateway.rebuild_catalog();
 }

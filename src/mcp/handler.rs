@@ -435,7 +435,9 @@ impl ServerHandler for McpHandler {
                 .exposed(&request.name)
                 .map_or(RelayPolicy::REFUSED, |tool| tool.contract.relay),
             tool: request.name.to_string(),
-            in_session: session.is_some(),
+            // A 2026-07-28 request is stateless even on a connection that is one session
+            // (stdio): its client is asked through MRTR, as it expects.
+            in_session: session.is_some() && !stateless,
             questions: questions_sender,
         };
         let relay = crate::mcp::relay::client::Relay::for_call(&context, level, called);
