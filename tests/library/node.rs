@@ -114,6 +114,9 @@ fn filesystem_library_pins_the_root_and_refuses_traversal_symlinks_and_writes() 
         call("write_file", json!({"path": at("docs/note.txt"), "content": "overwritten"})),
         call("read_file", json!({"path": at("docs/note.txt")})),
         call("list_directory", json!({"path": r, "extra": true})),
+        call("list_allowed_directories", json!({})),
+        call("search_files", json!({"path": r, "pattern": "../**"})),
+        call("search_files", json!({"path": r, "pattern": "**/.env"})),
     ]);
     let res = &py2_through(&gw, &steps);
     let listed = names(&res[0]);
@@ -144,6 +147,19 @@ fn filesystem_library_pins_the_root_and_refuses_traversal_symlinks_and_writes() 
     assert_unknown_tool(&res[13], "write_file");
     assert_unknown_tool(&res[14], "read_file");
     refused(&res[15], "note.txt");
+    // The server's allowed directories stay the root alone (no client roots replaced them).
+    answered(&res[16], &r, &gw);
+    let allowed = res[16]["structured_content"]["content"]
+        .as_str()
+        .unwrap_or("");
+    assert_eq!(
+        allowed.lines().filter(|l| l.starts_with('/')).count(),
+        1,
+        "{}",
+        res[16]
+    );
+    assert_refused(&res[17], "/pattern", "not");
+    assert_refused(&res[18], "/pattern", "not");
     assert_eq!(snapshot(&root), before, "files changed (read-only)");
     drop(gw);
 
@@ -298,7 +314,7 @@ fn postgres_library_runs_one_select_and_refuses_the_escapes() {
         let mut steps = vec![
             call(
                 "query",
-                json!({"sql": "SELECT id, body FROM notes ORDER BY id"}),
+                json!({"sql": "SELECT id, CASE WHEN id > 1 THEN body END AS late FROM notes ORDER BY id"}),
             ),
             json!({"op": "resources"}),
             json!({"op": "read", "uri": format!("{}/notes/schema", pg.url().trim_end_matches("/postgres"))}),
