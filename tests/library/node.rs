@@ -190,6 +190,11 @@ fn filesystem_library_pins_the_root_and_refuses_traversal_symlinks_and_writes() 
         "create_directory did not create"
     );
     refused(&res[1], "SECRET");
+    assert!(
+        res[1].to_string().contains("needs the user's approval"),
+        "{}",
+        res[1]
+    );
     assert_refused(&res[2], "/path", "pattern");
     assert_refused(&res[3], "/destination", "pattern");
     assert_refused(&res[4], "/path", "pattern");
@@ -268,6 +273,11 @@ fn memory_library_reads_bounded_and_deletes_only_with_approval() {
     answered(&res[1], "Grace", &gw);
     assert_refused(&res[2], "/entities", "maxItems");
     refused(&res[3], "\"success\":true");
+    assert!(
+        res[3].to_string().contains("needs the user's approval"),
+        "{}",
+        res[3]
+    );
     assert_refused(&res[4], "/observations/0/contents/0", "maxLength");
     let after = std::fs::read_to_string(&file).expect("read");
     assert!(after.contains("\"Grace\""), "not created: {after}");
