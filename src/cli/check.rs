@@ -359,11 +359,19 @@ fn build_report(
             pinned: contract.pin.clone(),
             upstream_digest: None,
         };
-        warnings.extend(crate::contract::when::warnings(
-            name,
-            &contract.when,
-            &contract.input,
-        ));
+        // Preconditions see the arguments as sent upstream, the fixed ones included.
+        let mut seen = contract.input.clone();
+        if let Some(schema) = seen.as_object_mut() {
+            let properties = schema
+                .entry("properties")
+                .or_insert_with(|| serde_json::json!({}));
+            for fixed in contract.fixed.names() {
+                if let Some(properties) = properties.as_object_mut() {
+                    properties.insert(fixed.to_string(), Value::Bool(true));
+                }
+            }
+        }
+        warnings.extend(crate::contract::when::warnings(name, &contract.when, &seen));
         if !config.upstreams.contains_key(&contract.upstream) {
             let reason = format!(
                 "upstream `{}` is not configured: add it under `upstreams:` in {config_file} or fix `upstream:` in {}",

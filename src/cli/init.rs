@@ -127,7 +127,7 @@ pub struct Rendered {
 )]
 pub struct BadPrefix(String);
 
-fn check_prefix(prefix: &str) -> Result<(), BadPrefix> {
+pub(super) fn check_prefix(prefix: &str) -> Result<(), BadPrefix> {
     if prefix.is_empty() || (prefix.len() < 64 && valid_tool_name(prefix)) {
         Ok(())
     } else {

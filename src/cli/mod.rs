@@ -9,6 +9,7 @@ mod check_written_for;
 mod connect;
 mod init;
 mod init_content;
+mod init_library;
 mod init_offer;
 mod receipts;
 mod schema;
@@ -110,6 +111,16 @@ enum Command {
         /// `upstream_tool`/`upstream_prompt`: for a second copy of a server already scaffolded.
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
+        /// Print the reviewed contract of the library for this server instead of a draft:
+        /// SERVER or SERVER:PROFILE (`git`, `filesystem:read-write`; docs/library.md). The
+        /// upstream is not contacted; `narrowgate check` then compares it with the running
+        /// server.
+        #[arg(long, value_name = "SERVER[:PROFILE]")]
+        from_library: Option<String>,
+        /// With --from-library: write VALUE where the file reads the environment variable NAME
+        /// (`${NAME}`), e.g. --set GIT_REPOSITORY=/home/me/src/project. Repeatable.
+        #[arg(long, value_name = "NAME=VALUE", requires = "from_library")]
+        set: Vec<String>,
     },
     /// Write (or print) a client's configuration entry for the gateway, keeping the file's others.
     ///
@@ -172,9 +183,23 @@ pub fn main() -> ExitCode {
             json,
         } => check::run(&config.config, offline, json),
         Command::Init {
+            upstream,
+            prefix,
+            from_library: Some(spec),
+            set,
+            ..
+        } => init_library::run(
+            &upstream,
+            &spec,
+            prefix.as_deref().unwrap_or_default(),
+            &set,
+        ),
+        Command::Init {
             config,
             upstream,
             prefix,
+            from_library: None,
+            ..
         } => init::run(
             &config.config,
             &upstream,

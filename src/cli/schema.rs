@@ -60,7 +60,7 @@ pub(super) fn print_completions(
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not worth a panic.
-fn write_stdout(text: &str) -> ExitCode {
+pub(super) fn write_stdout(text: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
