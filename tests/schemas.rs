@@ -64,6 +64,30 @@ impl Kind {
     }
 }
 
+/// `text` with every `${NAME}` it reads from the environment set to an example path, as a user's
+/// environment would (the library's files read the root or repository they work on).
+fn with_example_environment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let inner = &rest[at + 2..];
+        let Some(end) = inner.find('}') else { break };
+        let name = &inner[..end];
+        let variable = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        match variable && !out.ends_with('$') {
+            true => out.push_str("/srv/example"),
+            false => out.push_str(&rest[at..at + end + 3]),
+        }
+        rest = &inner[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The schema's complaints about `text` (YAML), one line each; empty when it is valid.
 fn schema_errors(validator: &jsonschema::Validator, text: &str) -> Vec<String> {
     let instance: Value = serde_saphyr::from_str(text).expect("the text is YAML");
@@ -163,7 +187,7 @@ fn every_example_names_its_schema_and_both_the_schema_and_the_loader_accept_it()
             kind.name(),
             errors.join("\n")
         );
-        if let Err(e) = kind.load(file, &text) {
+        if let Err(e) = kind.load(file, &with_example_environment(&text)) {
             panic!("{shown} is refused by the loader: {e}");
         }
         checked.push(file.clone());
