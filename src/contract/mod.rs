@@ -5,6 +5,7 @@
 //! published; the upstream's never are.
 
 pub mod content;
+mod declared;
 pub mod digest;
 pub mod enforce;
 pub mod fixed;
@@ -16,6 +17,10 @@ pub mod resources;
 pub mod schema;
 pub mod ui;
 pub mod when;
+mod written_for;
+
+pub use declared::{Approval, DEFAULT_APPROVAL_TIMEOUT, Privilege, SideEffects};
+pub use written_for::{ServerInfo, WrittenFor};
 
 #[cfg(test)]
 mod proptests;
@@ -27,7 +32,7 @@ use std::time::Duration;
 
 use jsonschema::Validator;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::schema::or_env_reference;
@@ -65,25 +70,6 @@ pub struct ContractFile {
     /// The published server this file was written and reviewed against (the contract library
     /// records it): `narrowgate check` says when the running server reports another.
     written_for: Option<WrittenFor>,
-}
-
-/// The exact server a contract file was written against.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WrittenFor {
-    /// The published package and version, as installed: `pypi:mcp-server-git==2026.10.19`,
-    /// `npm:@modelcontextprotocol/server-filesystem@2026.8.31`.
-    pub package: String,
-    /// The `serverInfo` that version reports in `initialize`.
-    pub server: ServerInfo,
-}
-
-/// A server's name and version, as `initialize` reports them.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ServerInfo {
-    pub name: String,
-    pub version: String,
 }
 
 /// A tool's contract as written in the file.
@@ -125,12 +111,12 @@ struct ToolContractFields {
     /// The JSON Schema (2020-12) of the arguments, published as the tool's `inputSchema`; it must
     /// be `type: object`. Without it the tool takes no arguments.
     #[serde(default)]
-    #[schemars(schema_with = "input_schema")]
+    #[schemars(schema_with = "schema::input_schema")]
     input: Option<Value>,
     /// The JSON Schema (2020-12) every result's `structuredContent` must satisfy; without it
     /// results are not validated.
     #[serde(default)]
-    #[schemars(schema_with = "output_schema")]
+    #[schemars(schema_with = "schema::output_schema")]
     output: Option<Value>,
     /// The content blocks a result may carry to the client as the upstream sent them, each by
     /// `type` (`text`, `image`, `audio`, `resource`), with optional `mime_types` and
@@ -178,57 +164,6 @@ struct ToolContractFields {
     /// How long a call waits for an approver's decision (`approval: approver`) before it is
     /// refused; an identical call sent again within it collects the decision. Default 5m.
     approval_timeout: Option<ConfigDuration>,
-}
-
-/// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
-/// 2020-12 meta-schema).
-fn input_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "required": ["type"],
-        "properties": {"type": {"const": "object"}},
-    })
-}
-
-/// `output`: any JSON Schema (an object, or a boolean).
-fn output_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": ["object", "boolean"]})
-}
-
-/// What a tool does to the world.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Privilege {
-    Read,
-    // The default when a contract does not say: assume the tool changes something.
-    #[default]
-    Write,
-    Execute,
-}
-
-/// Who must approve a call before it is forwarded.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Approval {
-    /// Calls are forwarded without asking anyone.
-    #[default]
-    None,
-    /// The calling client's user accepts each call (MCP elicitation).
-    User,
-    /// A configured approver accepts each call (`narrowgate approvals`, `/approvals`).
-    Approver,
-}
-
-/// How long a call waits for an approver when the contract does not say.
-pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Whether a tool's effects can be undone.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SideEffects {
-    None,
-    Reversible,
-    Irreversible,
 }
 
 /// A checked, compiled tool contract.

@@ -194,6 +194,23 @@ fn display_pointer(pointer: &str) -> &str {
     if pointer.is_empty() { "/" } else { pointer }
 }
 
+// The shapes `narrowgate schema contract` gives the `input` and `output` keys.
+
+/// `input`: a JSON Schema that must be `type: object` (the loader also checks it against the
+/// 2020-12 meta-schema).
+pub(super) fn input_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"const": "object"}},
+    })
+}
+
+/// `output`: any JSON Schema (an object, or a boolean).
+pub(super) fn output_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["object", "boolean"]})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
