@@ -4,20 +4,8 @@
 
 use super::*;
 
-/// Runs `git ARGS` in `repo`; returns its stdout.
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(args)
-        .env("GIT_AUTHOR_DATE", "2026-01-02T03:04:05Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-02T03:04:05Z")
-        .output()
-        .expect("run git (is it installed?)");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+// The same `git` the real-server tests drive the repository with.
+use crate::peers::real_servers::python::git;
 
 /// A repository's state: HEAD, every ref, the status, the staged and unstaged diffs, and every
 /// file under the folder holding it (the repository, its `.git`, and what lies beside it).

@@ -20,7 +20,7 @@ use crate::common::{ConfigDir, Gateway, KEY, hash_key, narrowgate_bin};
 #[path = "real_servers/node.rs"]
 mod node;
 #[path = "real_servers/python.rs"]
-mod python;
+pub(crate) mod python;
 
 /// A stdio MCP server as the gateway and the direct clients both start it: the same program,
 /// arguments and environment (PATH, HOME and `env`, what the gateway gives a stdio upstream).

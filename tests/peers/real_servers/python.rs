@@ -17,7 +17,7 @@ use crate::common::peers::PyClient;
 use crate::peers::regex_escape;
 
 /// Runs `git ARGS` in `repo`; returns its stdout.
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(repo)
