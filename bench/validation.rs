@@ -20,9 +20,9 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use narrowgate::contract::ContractSet;
-use narrowgate::contract::enforce::{self, OutputSchemas};
-use narrowgate::contract::schema;
+use narrowgate::harness::ContractSet;
+use narrowgate::harness::schema;
+use narrowgate::harness::{OutputSchemas, enforce};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 

@@ -3,6 +3,10 @@
 #
 #   fuzz/run.sh [SECONDS]
 #
+# FUZZ_DEV=1 builds the targets unoptimised (cargo fuzz --dev): the build is minutes shorter and
+# each run executes fewer inputs, which suits tests/run.sh's short regression runs; long runs by
+# hand leave it unset.
+#
 # How this runs on a stable toolchain (only stable Rust is installed here, and no nightly can be
 # fetched): cargo fuzz's default AddressSanitizer needs nightly's `-Zsanitizer`, so every
 # command here passes `--sanitizer none` (`-s none`). Everything else cargo fuzz asks of rustc
@@ -28,6 +32,8 @@ case "$duration" in
     exit 2
     ;;
 esac
+profile=()
+[[ "${FUZZ_DEV:-}" == 1 ]] && profile=(--dev)
 cd "$(dirname "$0")"
 started=$(date +%s)
 
@@ -44,8 +50,8 @@ fi
 unset CARGO_TARGET_DIR
 targets=$(cargo fuzz list)
 
-echo "fuzz/run.sh: building $(echo "$targets" | wc -w) targets (cargo fuzz build -s none)"
-cargo fuzz build -s none
+echo "fuzz/run.sh: building $(echo "$targets" | wc -w) targets (cargo fuzz build -s none ${profile[*]})"
+cargo fuzz build -s none "${profile[@]}"
 built=$(date +%s)
 echo "fuzz/run.sh: built in $((built - started)) s"
 
@@ -55,7 +61,7 @@ for target in $targets; do
     mkdir -p "corpus/$target"
     echo "fuzz/run.sh: $target for ${duration} s"
     # -timeout: one input taking longer is a hang (a crash); -rss_limit_mb: memory is one too.
-    if cargo fuzz run -s none "$target" -- -max_total_time="$duration" -timeout=10 \
+    if cargo fuzz run -s none "${profile[@]}" "$target" -- -max_total_time="$duration" -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 >"$logs/$target.log" 2>&1; then
         # libFuzzer's last status line (executions, coverage, corpus) and its rate.
         grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$logs/$target.log" | tail -n 1 || true

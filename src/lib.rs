@@ -5,37 +5,58 @@
 //! a request meets them.
 
 /// Calls that wait for a user or an approver.
-pub mod approvals;
+pub(crate) mod approvals;
 /// The command line.
-pub mod cli;
+pub(crate) mod cli;
 /// The configuration file.
-pub mod config;
+pub(crate) mod config;
 /// Contracts: loading, narrowing against an upstream's tools, enforcing.
-pub mod contract;
+pub(crate) mod contract;
 /// The HTTP edge: connections, capacity, Host/Origin, sessions, authentication layers, browsers.
-pub mod edge;
+pub(crate) mod edge;
 /// The MCP methods: rmcp's handler, the direct path, resources, prompts, relays.
-pub mod mcp;
+pub(crate) mod mcp;
 /// Stateless calls answered by a question and resumed.
-pub mod mrtr;
+pub(crate) mod mrtr;
 /// The life of one `tools/call`: authorise, validate, limit, call upstream, validate, record.
-pub mod pipeline;
+pub(crate) mod pipeline;
 /// Callers, their roles and scopes, and rate limits.
-pub mod policy;
+pub(crate) mod policy;
 /// The receipt of every call.
-pub mod receipts;
+pub(crate) mod receipts;
 /// What one request carries from the edge to its handler, parsed once, or the rejection it gets.
-pub mod request;
+pub(crate) mod request;
 /// The configuration version a request is served by, and reload.
-pub mod runtime;
+pub(crate) mod runtime;
 /// What outlives a configuration version and is shared by replicas: dedupe, sessions, levels.
-pub mod state;
+pub(crate) mod state;
 /// The status page.
-pub mod status;
+pub(crate) mod status;
 /// Traces, metrics and logs.
-pub mod telemetry;
+pub(crate) mod telemetry;
 /// Upstream MCP servers: connecting, supervising, calling.
-pub mod upstream;
+pub(crate) mod upstream;
+
+/// The command line's entry point (`src/main.rs`).
+pub use cli::main;
+
+/// What the integration tests, the fuzz targets and the benchmarks reach inside the crate, and
+/// nothing else: every module above is private to the crate, so the compiler reports code that
+/// nothing uses, and a test that needs more says so here.
+pub mod harness {
+    pub use crate::config::{Config, LoadError, yaml};
+    pub use crate::contract::digest::sha256_of;
+    pub use crate::contract::enforce::{self, OutputSchemas};
+    pub use crate::contract::narrow::{Verdict, narrow};
+    pub use crate::contract::schema;
+    pub use crate::contract::{ContractFile, ContractSet, valid_tool_name};
+    pub use crate::mcp::direct::qualifies as direct_call_qualifies;
+    pub use crate::receipts::postgres::{MIGRATIONS, SCHEMA_VERSION};
+    pub use crate::runtime::catalog::Catalog;
+    pub use crate::upstream::h1::replay::read_answer;
+    pub use crate::upstream::sse::EventSplitter;
+    pub use crate::upstream::{Snapshot, Status};
+}
 
 #[cfg(test)]
 mod architecture;

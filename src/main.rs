@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    narrowgate::cli::main()
+    narrowgate::main()
 }

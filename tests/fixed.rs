@@ -8,7 +8,7 @@ use crate::common;
 use common::{
     Gateway, KEY, call_answered, client, demo_stdio_config, hash_key, receipts_json, text_of,
 };
-use narrowgate::contract::digest::sha256_of;
+use narrowgate::harness::sha256_of;
 use serde_json::json;
 
 const CONTRACT: &str = r#"upstream: demo

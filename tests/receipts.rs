@@ -13,8 +13,8 @@ use common::{
     BAD_WEATHER_TOOL, BOB, CAROL, Gateway, KEY, Raw, call, callers, client, demo_stdio_config,
     receipts_command, receipts_json, slow_tool,
 };
-use narrowgate::contract::ContractSet;
-use narrowgate::contract::digest::sha256_of;
+use narrowgate::harness::ContractSet;
+use narrowgate::harness::sha256_of;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

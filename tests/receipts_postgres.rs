@@ -146,12 +146,12 @@ async fn the_schema_is_created_on_first_start_and_migrated_from_version_1() {
     pg.batch("CREATE DATABASE old");
 
     let fresh = start(&pg.url_of("fresh"));
-    let current = narrowgate::receipts::postgres::SCHEMA_VERSION.to_string();
+    let current = narrowgate::harness::SCHEMA_VERSION.to_string();
     assert_eq!(version(&pg, "fresh").as_deref(), Some(current.as_str()));
     assert_eq!(count(&pg, "fresh"), 0);
     drop(fresh);
 
-    pg.batch_in("old", narrowgate::receipts::postgres::MIGRATIONS[0]);
+    pg.batch_in("old", narrowgate::harness::MIGRATIONS[0]);
     pg.batch_in(
         "old",
         "CREATE TABLE narrowgate_schema_version (version integer NOT NULL);

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use narrowgate::config::{Config, LoadError, yaml};
-use narrowgate::contract::ContractFile;
+use narrowgate::harness::ContractFile;
+use narrowgate::harness::{Config, LoadError, yaml};
 use serde_json::Value;
 
 /// The line that points an editor at a file's schema, up to the schema's path.

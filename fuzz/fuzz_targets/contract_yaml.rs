@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use narrowgate::contract::{ContractSet, valid_tool_name};
+use narrowgate::harness::{ContractSet, valid_tool_name};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use narrowgate::upstream::fuzz::read_answer;
+use narrowgate::harness::read_answer;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&piece, wire)) = data.split_first() else {

@@ -13,9 +13,9 @@ use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderValue, Method};
 use libfuzzer_sys::fuzz_target;
-use narrowgate::contract::ContractSet;
-use narrowgate::runtime::catalog::Catalog;
-use narrowgate::upstream::{Snapshot, Status};
+use narrowgate::harness::ContractSet;
+use narrowgate::harness::Catalog;
+use narrowgate::harness::{Snapshot, Status};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 
 /// The contracts of the repository's demo upstream, published as they are (the upstream not
@@ -94,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (method, headers) = headers(choice);
     let rmcp_parse = serde_json::from_slice::<ClientJsonRpcMessage>(body);
-    if narrowgate::mcp::direct_call_qualifies(catalog(), &method, &headers, body) {
+    if narrowgate::harness::direct_call_qualifies(catalog(), &method, &headers, body) {
         let is_call = matches!(
             &rmcp_parse,
             Ok(JsonRpcMessage::Request(r)) if matches!(r.request, ClientRequest::CallToolRequest(_))

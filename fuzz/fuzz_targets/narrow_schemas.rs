@@ -12,8 +12,8 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use narrowgate::contract::narrow::{Verdict, narrow};
-use narrowgate::contract::schema::compile;
+use narrowgate::harness::{Verdict, narrow};
+use narrowgate::harness::schema::compile;
 use serde_json::{Map, Value, json};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];

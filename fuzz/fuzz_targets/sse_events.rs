@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use narrowgate::upstream::fuzz::EventSplitter;
+use narrowgate::harness::EventSplitter;
 
 /// Events, last id and retry time of `stream` fed in `chunks`.
 fn read(chunks: &[&[u8]], limit: usize) -> (Vec<Vec<u8>>, Option<String>, Option<u64>, bool) {

@@ -19,13 +19,6 @@ pub fn sha256_of(value: &Value) -> String {
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
-/// The canonical JSON text of `value` (what [`sha256_of`] digests).
-pub fn canonical(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut |bytes| out.extend_from_slice(bytes));
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Streams the canonical text of `value` to `out`, piece by piece (no copy of the whole text).
 fn write_canonical(value: &Value, out: &mut dyn FnMut(&[u8])) {
     match value {
@@ -117,6 +110,13 @@ mod tests {
 
     fn parse(text: &str) -> Value {
         serde_json::from_str(text).expect("json")
+    }
+
+    /// The canonical JSON text of `value` (what [`sha256_of`] digests).
+    fn canonical(value: &Value) -> String {
+        let mut out = Vec::new();
+        write_canonical(value, &mut |bytes| out.extend_from_slice(bytes));
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// Proves: key order does not change a digest, an array's order does.

@@ -20,7 +20,7 @@ pub mod when;
 mod written_for;
 
 pub use declared::{Approval, DEFAULT_APPROVAL_TIMEOUT, Privilege, SideEffects};
-pub use written_for::{ServerInfo, WrittenFor};
+pub use written_for::WrittenFor;
 
 #[cfg(test)]
 mod proptests;

@@ -67,7 +67,6 @@ impl Throttle {
 pub struct Connection {
     /// The connection was over a limit when accepted: it answers health checks only.
     pub over_limit: bool,
-    pub peer: SocketAddr,
 }
 
 /// Open connections, all together and per client address.
@@ -253,7 +252,6 @@ async fn serve_connection(
 ) {
     let info = Connection {
         over_limit: slot.over_limit,
-        peer,
     };
     let app = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {

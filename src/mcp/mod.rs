@@ -13,6 +13,3 @@ pub mod resources;
 pub mod subscriptions;
 pub mod tools_call;
 pub mod version;
-
-#[doc(hidden)]
-pub use direct::qualifies as direct_call_qualifies;

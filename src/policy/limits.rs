@@ -138,6 +138,15 @@ enum Backend {
 }
 
 impl Limits {
+    /// How many keys the in-memory limiters hold (0 for Redis): the tests' view of eviction.
+    #[cfg(test)]
+    fn memory_keys(&self) -> usize {
+        match &self.backend {
+            Backend::Memory(m) => m.limiters().iter().map(|l| l.len()).sum(),
+            Backend::Redis(_) => 0,
+        }
+    }
+
     pub fn from_config(config: &Config) -> Limits {
         match config.state_backend() {
             Ok(StateBackend::Redis(url)) => Limits {
@@ -196,14 +205,6 @@ impl Limits {
             Backend::Memory(m) => m.check(&limits),
             // Boxed: the Redis round trip's state would otherwise sit in every call's future.
             Backend::Redis(r) => Box::pin(r.check(&limits)).await,
-        }
-    }
-
-    /// How many keys the in-memory limiters hold (0 for Redis).
-    pub fn memory_keys(&self) -> usize {
-        match &self.backend {
-            Backend::Memory(m) => m.limiters().iter().map(|l| l.len()).sum(),
-            Backend::Redis(_) => 0,
         }
     }
 }

@@ -21,7 +21,6 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 
 use super::Caller;
-pub use super::jwks::JWKS_REFETCH_FLOOR;
 use super::jwks::{JWKS_FETCH_TIMEOUT, JWKS_TTL, KeySet, KeySource, RemoteKeys, Why};
 use crate::config::{Config, OAuthConfig, Rate, RoleConfig};
 

@@ -26,8 +26,8 @@ use tokio::sync::oneshot;
 use super::postgres::PgWriter;
 use super::{Call, Receipt, ReceiptError, Settings};
 use backend::Backend;
+pub use file::open_for_reading;
 use file::open_for_writing;
-pub use file::{SCHEMA_VERSION, open_for_reading};
 
 /// At most this many receipts per transaction, so one commit never holds callers for long.
 const MAX_BATCH: usize = 1024;
@@ -136,11 +136,6 @@ impl ReceiptLog {
             thread: Some(thread),
             calls_under_way: AtomicUsize::new(0),
         })
-    }
-
-    /// Where the receipts go: the SQLite file, or the PostgreSQL URL without its password.
-    pub fn location(&self) -> &str {
-        &self.location
     }
 
     /// Counts a call as under way until the guard is dropped. Calls hold it from their start to

@@ -8,6 +8,4 @@ mod kept;
 pub mod live;
 mod version;
 
-pub use kept::Kept;
-pub use live::Live;
 pub use version::Version;

@@ -28,8 +28,6 @@ use crate::runtime::Version;
 use crate::runtime::catalog::Entry;
 use crate::upstream::Status;
 
-pub use html::escape;
-
 /// The role whose callers may see the page.
 pub const ADMIN_ROLE: &str = "admin";
 /// Receipts shown when the query does not say.

@@ -10,7 +10,7 @@ pub mod call_relay;
 mod connect;
 mod events;
 mod forward;
-mod h1;
+pub(crate) mod h1;
 mod inflight;
 mod listen;
 mod listen_post;
@@ -19,17 +19,10 @@ mod once;
 #[cfg(test)]
 mod raw_server;
 mod revision;
-mod sse;
+pub(crate) mod sse;
 mod stderr;
 mod tap;
 mod watch;
-
-/// Entry points for fuzz/: the parsers of what an upstream sends (not a user API).
-#[doc(hidden)]
-pub mod fuzz {
-    pub use super::h1::replay::{Replayed, read_answer};
-    pub use super::sse::{EventSplitter, EventTooLarge};
-}
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -42,10 +35,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{UpstreamConfig, UpstreamTransport};
 
-pub use connect::{ConnectError, Connected, UpstreamClient, connect};
+pub use connect::{Connected, UpstreamClient, connect};
 pub use events::{ResourceEvent, resource_events};
 use forward::{Forwarded, Forwarder};
-pub use once::{Listing, Offer, list_offer_once, list_tools_once};
+pub use once::{Offer, list_offer_once, list_tools_once};
 
 /// What observes one attempt of a call (the gateway passes telemetry's CLIENT span). Defined
 /// here so that this module needs nothing from whoever watches it.

@@ -92,7 +92,7 @@ async fn an_approval_opened_on_one_replica_is_collected_on_another() {
 async fn postgresql_receipts_gain_the_approval_columns() {
     let pg = Postgres::start();
     pg.batch("CREATE DATABASE old");
-    for step in &narrowgate::receipts::postgres::MIGRATIONS[..3] {
+    for step in &narrowgate::harness::MIGRATIONS[..3] {
         pg.batch_in("old", step);
     }
     pg.batch_in(

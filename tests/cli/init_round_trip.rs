@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use narrowgate::contract::ContractSet;
-use narrowgate::contract::schema::to_2020_12;
+use narrowgate::harness::ContractSet;
+use narrowgate::harness::schema::to_2020_12;
 use rmcp::ServiceExt;
 use rmcp::model::Tool;
 use rmcp::transport::TokioChildProcess;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::receipts::Outcome;
+use crate::receipts::store::file::SCHEMA_VERSION;
 use rusqlite::{Connection, params};
 use serde_json::json;
 use std::path::PathBuf;
