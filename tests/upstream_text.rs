@@ -116,8 +116,9 @@ async fn schema_injection_never_reaches_tools_list() {
 }
 
 /// Proves: an upstream tool error carrying control characters, an image, an embedded resource,
-/// a resource link and a bad structuredContent reaches the client as one escaped text block:
-/// only that for a tool with `output`; a tool without `output` keeps its other blocks.
+/// a resource link and a bad structuredContent reaches the client as one escaped text block
+/// (and the typed error object, `upstream_error`, in place of its structuredContent): only that
+/// for a tool with `output`; a tool without `output` keeps its other blocks.
 #[tokio::test]
 async fn tool_errors_arrive_as_one_escaped_text_block() {
     for via in BOTH {
@@ -128,7 +129,14 @@ async fn tool_errors_arrive_as_one_escaped_text_block() {
         let all = serde_json::to_string(&r).expect("json");
         assert_eq!(r.is_error, Some(true), "{via:?}: {all}");
         assert_eq!(r.content.len(), 1, "{via:?}: {all}");
-        assert!(r.structured_content.is_none(), "{via:?}: {all}");
+        // The upstream's structuredContent never passes: the typed error object replaces it.
+        let error = &r.structured_content.as_ref().expect("typed error")["error"];
+        assert_eq!(error["type"], "upstream_error", "{via:?}: {all}");
+        assert_eq!(
+            error["message"].as_str(),
+            Some(text_of(&r).as_str()),
+            "{via:?}"
+        );
         for leaked in [
             INJECTION,
             LEAK_KEY,

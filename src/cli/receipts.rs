@@ -137,6 +137,25 @@ fn approval_cell(r: &Receipt) -> String {
     cell
 }
 
+/// The outcome, with what else the receipt says of it: the typed error when it is not the
+/// outcome's own name, a replay, a cache hit, the fallback taken.
+fn outcome_cell(r: &Receipt) -> String {
+    let mut cell = r.outcome.clone();
+    if let Some(t) = r.error_type.as_deref().filter(|t| *t != r.outcome) {
+        cell.push_str(&format!(" [{t}]"));
+    }
+    if r.replayed {
+        cell.push_str(" (replayed)");
+    }
+    if r.cached {
+        cell.push_str(" (cached)");
+    }
+    if let Some(f) = &r.fallback {
+        cell.push_str(&format!(" -> {f}"));
+    }
+    cell
+}
+
 fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
     let header = [
         "TIME", "CALLER", "TOOL", "UPSTREAM", "OUTCOME", "ATTEMPTS", "MS", "APPROVAL", "ID",
@@ -150,11 +169,7 @@ fn print_table(out: &mut dyn Write, receipts: &[Receipt]) -> io::Result<()> {
                 (Some(u), Some(t)) => format!("{u}/{t}"),
                 _ => "-".to_string(),
             };
-            let outcome = if r.replayed {
-                format!("{} (replayed)", r.outcome)
-            } else {
-                r.outcome.clone()
-            };
+            let outcome = outcome_cell(r);
             [
                 r.time.clone(),
                 r.caller.clone(),

@@ -85,6 +85,10 @@ pub struct Config {
     /// short to carry a payload. Between 64 bytes and `max_result_bytes`.
     #[serde(default = "default_error_text_bytes")]
     pub error_text_bytes: ByteSize,
+    /// How long clients of protocol 2026-07-28 may keep a list (`tools/list`,
+    /// `resources/list`, `prompts/list`) before asking again: its `ttlMs`. A change of the list
+    /// ends it early (`notifications/*/list_changed`). Not set: `ttlMs: 0`, ask every time.
+    pub list_ttl: Option<ConfigDuration>,
     /// The upstream MCP servers, by name (`[a-z0-9_-]{1,32}`, the name contract files refer to):
     /// each a stdio child (`command`) or a Streamable HTTP server (`url`).
     #[serde(default)]
@@ -265,6 +269,26 @@ pub struct CallerConfig {
     /// (`'finance' in caller.roles`). OAuth callers' roles come from `oauth.roles_claim`.
     #[serde(default)]
     pub roles: Vec<String>,
+    /// How this caller finds its tools: `list` (every tool in `tools/list`, the default) or
+    /// `search` (the meta-tools `search_tools` and `call_tool`, plus the tools of `always`).
+    #[serde(default)]
+    pub discovery: Discovery,
+    /// With `discovery: search`: globs over tool names listed all the same (a few the model
+    /// needs every time).
+    #[serde(default)]
+    pub always: Vec<String>,
+}
+
+/// How a caller finds its tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Discovery {
+    /// `tools/list` lists every tool the caller may call.
+    #[default]
+    List,
+    /// `tools/list` lists `search_tools`, `call_tool` and the `always` tools; the rest are
+    /// found by searching.
+    Search,
 }
 
 /// The gateway as an OAuth 2.1 resource server: JWT bearer tokens of one issuer.
@@ -320,6 +344,14 @@ pub struct RoleConfig {
     pub prompts: Vec<String>,
     /// A rate limit over all of a token's calls; a token with several roles gets the most generous.
     pub rate: Option<Rate>,
+    /// How holders of this role find their tools (as a caller's `discovery`): a token with any
+    /// role of `discovery: search` searches.
+    #[serde(default)]
+    pub discovery: Discovery,
+    /// With `discovery: search`: globs over tool names listed all the same; a token's are the
+    /// union of its roles'.
+    #[serde(default)]
+    pub always: Vec<String>,
 }
 
 /// OpenTelemetry traces and Prometheus metrics. Read at start: a reload does not change them.

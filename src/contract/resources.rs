@@ -268,7 +268,7 @@ fn rule(
     if let Some(p) = &pattern {
         schema["pattern"] = json!(p);
     }
-    let validator = super::checked_schema(&schema, at)?;
+    let validator = super::build::checked_schema(&schema, at)?;
     Ok(StringRule {
         name: name.to_string(),
         description,

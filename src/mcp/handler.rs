@@ -224,9 +224,9 @@ impl ServerHandler for McpHandler {
                 .filter(|t| ui_client || !t.contract.ui.as_ref().is_some_and(|u| u.app_only()))
                 .map(|t| {
                     let mut tool = t.published.clone();
-                    tool.meta = contracts
-                        .ui_meta(&t.contract, |uri| caller.may_read(uri))
-                        .map(rmcp::model::MetaObject);
+                    if let Some(ui) = contracts.ui_meta(&t.contract, |uri| caller.may_read(uri)) {
+                        tool.meta.get_or_insert_default().0.extend(ui);
+                    }
                     tool
                 })
                 .collect();
@@ -234,9 +234,9 @@ impl ServerHandler for McpHandler {
             // 2026-07-28 has caching hints; older revisions never carry `cacheScope`.
             let list = ListToolsResult::with_all_items(tools);
             Ok(match context.protocol_version() {
-                Some(v) if v >= ProtocolVersion::V_2026_07_28 => {
-                    list.with_cache_scope(CacheScope::Private)
-                }
+                Some(v) if v >= ProtocolVersion::V_2026_07_28 => list
+                    .with_cache_scope(CacheScope::Private)
+                    .with_ttl_ms(admitted.gateway.list_ttl_ms()),
                 _ => list,
             })
         })

@@ -89,6 +89,7 @@ impl Version {
             .collect();
         let mut result: ListPromptsResult = typed(json!({"prompts": prompts}))?;
         result.cache_scope = Some(CacheScope::Private);
+        result.ttl_ms = Some(self.list_ttl_ms());
         Ok(result)
     }
 

@@ -118,6 +118,9 @@ impl Version {
             started,
             duration: clock.elapsed(),
             trace_id: telemetry::trace_id(),
+            error_type: None,
+            fallback: None,
+            cached: false,
         };
         telemetry::note_call(&call);
         let receipt = self.kept.receipts.record(&call).await;
@@ -169,6 +172,7 @@ impl Version {
         }
         let mut result: ListResourcesResult = typed(json!({"resources": published}))?;
         result.cache_scope = Some(CacheScope::Private);
+        result.ttl_ms = Some(self.list_ttl_ms());
         Ok(result)
     }
 
@@ -197,6 +201,7 @@ impl Version {
         let mut result: ListResourceTemplatesResult =
             typed(json!({"resourceTemplates": templates}))?;
         result.cache_scope = Some(CacheScope::Private);
+        result.ttl_ms = Some(self.list_ttl_ms());
         Ok(result)
     }
 

@@ -2,21 +2,25 @@
 //! arguments, call the upstream, validate the result, answer. Each step is a call into the module
 //! that owns it; this file only sequences them and decides the [`Outcome`].
 
+mod cache;
+pub mod failure;
 pub mod idempotency;
 pub mod preconditions;
+mod recovery;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    InputRequiredResult, JsonObject, ProtocolVersion, RequestMetaObject, ResultType,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, InputRequiredResult,
+    JsonObject, ProtocolVersion, RequestMetaObject, ResultType,
 };
 use serde_json::Value;
 
 use crate::approvals::step::Reach;
 use crate::contract::digest;
 use crate::contract::enforce::{self, OutputSchemas};
+use crate::contract::errors::ErrorType;
 use crate::contract::fixed::Who;
 use crate::contract::{Approval, ToolContract};
 use crate::policy::Caller;
@@ -27,7 +31,10 @@ use crate::state::dedupe::{CallKey, Deduped, Recorded};
 use crate::telemetry::{self, UpstreamAttempt};
 use crate::upstream::call_relay::CallRelay;
 use crate::upstream::{CallError, Upstream};
+use failure::{Failure, rejected_input};
 use idempotency::BadKey;
+
+pub use failure::unknown_tool;
 
 /// The per-call timeout when neither the contract nor the upstream sets one.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,6 +57,8 @@ pub struct Executed {
     /// The user's approval question that answers the call instead of a result (MRTR, on a
     /// 2026-07-28 stateless request): the call is not over, and leaves no receipt yet.
     pub asked: Option<Box<InputRequiredResult>>,
+    /// The answer came from the result cache (`cache:`).
+    pub cached: bool,
 }
 
 /// A call answered before anything was sent upstream.
@@ -63,6 +72,7 @@ impl From<(Answer, Outcome)> for Executed {
             reason: None,
             approval: None,
             asked: None,
+            cached: false,
         }
     }
 }
@@ -70,13 +80,28 @@ impl From<(Answer, Outcome)> for Executed {
 impl Version {
     /// Handles `tools/call` for an authenticated `caller`. `idempotency_key` is the request's
     /// `narrowgate/idempotencyKey`, as read from its `_meta` (refused if malformed).
-    pub async fn call_tool(
+    pub fn call_tool<'a>(
+        &'a self,
+        caller: &'a Caller,
+        request: CallToolRequestParams,
+        protocol: Option<&'a ProtocolVersion>,
+        idempotency_key: Result<Option<String>, BadKey>,
+        reach: &'a Reach,
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + 'a {
+        // Not an `async fn` around the call: its future would hold a second copy of `request`.
+        self.call_tool_recovering(caller, request, protocol, idempotency_key, reach, true)
+    }
+
+    /// [`call_tool`](Self::call_tool); `recover`: a failure may be recovered from by the tool's
+    /// `on_error` (not for a fallback's own call: one recovery per call, never a chain).
+    async fn call_tool_recovering(
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
         reach: &Reach,
+        recover: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -89,7 +114,13 @@ impl Version {
         // Validated, digested for dedupe and the receipt; `execute` forwards the request's own,
         // and sets both to what goes upstream when the tool has `fixed` arguments.
         let mut arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let executed = self
+        // A fallback takes the client's arguments, as sent: kept only for tools that have one.
+        let contract = self.contracts.tools.get(&tool);
+        let on_error = contract
+            .and_then(|c| c.on_error.as_ref())
+            .filter(|_| recover);
+        let as_sent = on_error.map(|_| Box::new((request.arguments.clone(), request.meta.clone())));
+        let mut executed = self
             .execute(
                 caller,
                 request,
@@ -105,11 +136,37 @@ impl Version {
             tracing::info!(caller = %caller.name, %tool, "tools/call: the user's approval asked (input required)");
             return Ok(CallToolResponse::InputRequired(*asked));
         }
+        // Every tool error carries its type (the dedupe records' refusals get theirs here).
+        if let Ok(result) = &mut executed.answer {
+            failure::ensure_typed(result, executed.outcome);
+        }
+        let error_type = match &executed.answer {
+            Ok(result) => failure::type_of(result),
+            Err(error) => failure::type_of_protocol_error(error),
+        }
+        .map(str::to_string);
+        // 5. Recover (`on_error`): a covered failure answers from the fallback tool, or with
+        //    the tool's degraded text.
+        let mut answer = executed.answer.map(CallToolResponse::Complete);
+        let mut fallback = None;
+        if let (Some(on_error), Some(error_type), Some(as_sent)) =
+            (on_error, error_type.as_deref(), as_sent)
+            && on_error.covers(error_type)
+        {
+            let (arguments, meta) = *as_sent;
+            if let Some((taken, recovered)) =
+                Box::pin(self.recover(caller, on_error, &answer, arguments, meta, protocol, reach))
+                    .await
+            {
+                fallback = Some(taken);
+                answer = recovered;
+            }
+        }
         let call = Call {
             caller: &caller.name,
             tool: &tool,
             // Also for a denied call, when the tool exists: the receipt says what was attempted.
-            contract: self.contracts.tools.get(&tool).map(AsRef::as_ref),
+            contract: contract.map(AsRef::as_ref),
             arguments: &arguments,
             outcome: executed.outcome,
             attempts: executed.attempts,
@@ -120,6 +177,9 @@ impl Version {
             // The trace of this request's SERVER span (or the client's, or a local id).
             trace_id: telemetry::trace_id(),
             approval: executed.approval.as_deref(),
+            error_type: error_type.as_deref(),
+            fallback: fallback.as_deref(),
+            cached: executed.cached,
         };
         telemetry::note_call(&call);
         // The answer waits until its receipt is on disk (docs/semantics.md). A receipt that cannot be
@@ -132,11 +192,14 @@ impl Version {
             receipt = %receipt.as_deref().unwrap_or("-"),
             "tools/call"
         );
-        executed.answer.map(|mut result| {
-            // Results relayed from older upstreams lack `resultType`, which 2026-07-28 clients
-            // require; rmcp strips it again for older clients.
-            result.result_type = Some(ResultType::COMPLETE);
-            CallToolResponse::Complete(result)
+        answer.map(|response| match response {
+            CallToolResponse::Complete(mut result) => {
+                // Results relayed from older upstreams lack `resultType`, which 2026-07-28
+                // clients require; rmcp strips it again for older clients.
+                result.result_type = Some(ResultType::COMPLETE);
+                CallToolResponse::Complete(result)
+            }
+            other => other,
         })
     }
 
@@ -156,6 +219,9 @@ impl Version {
             duration: Duration::ZERO,
             trace_id: telemetry::trace_id(),
             approval: None,
+            error_type: Some(ErrorType::Denied.as_str()),
+            fallback: None,
+            cached: false,
         };
         let _ = self.kept.receipts.record(&call).await;
     }
@@ -215,14 +281,24 @@ impl Version {
 
         let idempotency_key = match idempotency_key {
             Ok(key) => key,
-            Err(bad) => return (Ok(tool_error(bad.to_string())), Outcome::RejectedInput).into(),
+            Err(bad) => {
+                return (
+                    Ok(Failure::new(ErrorType::InvalidArguments, bad.to_string()).into_result()),
+                    Outcome::RejectedInput,
+                )
+                    .into();
+            }
         };
 
         // 2a. Preconditions (`when`): nothing to do for a tool without them.
         if let Err(denied) = preconditions::check(contract, caller, arguments) {
             return Executed {
                 reason: Some(denied.reason),
-                ..(Ok(tool_error(denied.message)), Outcome::Denied).into()
+                ..(
+                    Ok(Failure::new(ErrorType::Denied, denied.message).into_result()),
+                    Outcome::Denied,
+                )
+                    .into()
             };
         }
 
@@ -235,7 +311,11 @@ impl Version {
                 contract.name,
                 missing.join(" ")
             );
-            return (Ok(tool_error(message)), Outcome::Denied).into();
+            return (
+                Ok(Failure::new(ErrorType::Denied, message).into_result()),
+                Outcome::Denied,
+            )
+                .into();
         }
         // 2c. Approval (`approval: user | approver`, `approvals_step`): nothing is forwarded
         //     unless approved. Boxed: its future would otherwise sit in every call's future.
@@ -250,35 +330,62 @@ impl Version {
             {
                 Ok(granted) => (Some(Box::new(granted.record)), granted.reason),
                 Err(refused) => {
+                    let error_type = match refused.record.decision {
+                        "timeout" => ErrorType::ApprovalTimeout,
+                        // The approvals store cannot be reached: nothing was decided.
+                        "unavailable" => ErrorType::Unavailable,
+                        _ => ErrorType::ApprovalDenied,
+                    };
+                    let answer = Failure::new(error_type, refused.message).into_result();
                     return Executed {
                         reason: Some(refused.reason),
                         approval: Some(Box::new(refused.record)),
                         asked: refused.asked,
-                        ..(Ok(tool_error(refused.message)), Outcome::Denied).into()
+                        ..(Ok(answer), Outcome::Denied).into()
                     };
                 }
             },
         };
-        let mut executed = self
-            .admitted(
-                caller,
-                tool,
-                request,
-                arguments,
-                idempotency_key,
-                reach.relay.as_ref(),
+        // 2d. The rate limits.
+        let relay = reach.relay.as_ref();
+        let mut executed = match self.kept.limits.admit(caller, contract).await {
+            Err(refusal) => (
+                Ok(Failure::of_refusal(&refusal).into_result()),
+                Outcome::RateLimited,
             )
-            .await;
+                .into(),
+            // 2e. The result cache (`cache:`): an identical read inside the window is answered
+            //     from it, after the limits (a cached answer is still a call). Boxed: only
+            //     `cache:` tools take this path.
+            Ok(()) => match contract.cache {
+                Some(window) => {
+                    Box::pin(self.cached(
+                        window,
+                        caller,
+                        tool,
+                        request,
+                        arguments,
+                        idempotency_key,
+                        relay,
+                    ))
+                    .await
+                }
+                // 3. The upstream.
+                None => {
+                    self.deduplicated(caller, tool, request, arguments, idempotency_key, relay)
+                        .await
+                }
+            },
+        };
         executed.approval = approval;
         // The approver's reason, for the record (a refusal after approval keeps its own).
         executed.reason = executed.reason.or(approved_because);
         executed
     }
 
-    /// The rest of [`execute`](Self::execute) once a call is approved (or needs no approval):
-    /// the rate limits, then the upstream, at most once per key for `dedupe` tools and keyed
-    /// calls.
-    async fn admitted(
+    /// Step 3 of [`execute`](Self::execute): the upstream, at most once per key for `dedupe`
+    /// tools and keyed calls.
+    pub(super) async fn deduplicated(
         &self,
         caller: &Caller,
         tool: &ExposedTool,
@@ -288,10 +395,6 @@ impl Version {
         relay: Option<&Arc<CallRelay>>,
     ) -> Executed {
         let contract = &tool.contract;
-        // 2d. The rate limits.
-        if let Err(refusal) = self.kept.limits.admit(caller, contract).await {
-            return (Ok(refusal.into_result()), Outcome::RateLimited).into();
-        }
 
         // 3. Call the upstream and validate its result; a tool with `dedupe`, or a call named by
         //    an idempotency key, answers a repeat inside the window from the record instead of
@@ -399,7 +502,7 @@ impl Version {
         ) else {
             let unavailable = CallError::Unavailable(contract.upstream.clone());
             return (
-                Ok(tool_error(unavailable.to_string())),
+                Ok(Failure::new(ErrorType::Unavailable, unavailable.to_string()).into_result()),
                 Outcome::UpstreamError,
             )
                 .into();
@@ -428,6 +531,7 @@ impl Version {
             reason: None,
             approval: None,
             asked: None,
+            cached: false,
         };
         let result = match attempted.result {
             Ok(result) => result,
@@ -455,7 +559,13 @@ impl Version {
                     ),
                     _ => e.to_string(),
                 };
-                return executed(Ok(tool_error(message)), outcome);
+                let error_type = match (&e, outcome) {
+                    (_, Outcome::Unknown) => ErrorType::UnknownOutcome,
+                    (_, Outcome::Timeout) => ErrorType::Timeout,
+                    (CallError::Unavailable(_), _) => ErrorType::Unavailable,
+                    _ => ErrorType::UpstreamError,
+                };
+                return executed(Ok(Failure::new(error_type, message).into_result()), outcome);
             }
         };
         let schemas = OutputSchemas {
@@ -466,10 +576,13 @@ impl Version {
             content: &contract.content,
         };
         match enforce::check_result(result, &schemas) {
-            Ok(result) if result.is_error == Some(true) => executed(Ok(result), Outcome::ToolError),
+            Ok(mut result) if result.is_error == Some(true) => {
+                failure::type_upstream_error(&mut result, &contract.errors);
+                executed(Ok(result), Outcome::ToolError)
+            }
             Ok(result) => executed(Ok(result), Outcome::Ok),
             Err(rejection) => executed(
-                Ok(tool_error(rejection.to_string())),
+                Ok(Failure::new(ErrorType::InvalidResult, rejection.to_string()).into_result()),
                 Outcome::RejectedOutput,
             ),
         }
@@ -519,6 +632,7 @@ fn answered(deduped: Deduped<Executed>) -> Executed {
             reason: None,
             approval: None,
             asked: None,
+            cached: false,
         },
         Deduped::NotRun(answer) => (
             Ok(answer.result),
@@ -538,28 +652,8 @@ fn retries_of(contract: &ToolContract) -> u32 {
     }
 }
 
-/// JSON-RPC -32602 `Unknown tool: NAME`. A name no tool can have (outside
-/// `^[A-Za-z0-9_-]{1,64}$`) is echoed escaped and cut short, never as sent.
-pub fn unknown_tool(name: &str) -> ErrorData {
-    let name = crate::policy::names::shown_tool(name);
-    ErrorData::invalid_params(format!("Unknown tool: {name}"), None)
-}
-
 /// What a client is told of a call that reached the upstream without a valid answer: a model
 /// that reads "failed" retries, and a write would then happen twice.
 pub const EFFECT_UNKNOWN: &str = "the call was sent to the upstream, which gave no valid answer, \
     so its effect is unknown: it may or may not have taken effect. Do not retry it blindly; \
     first check whether it took effect";
-
-fn tool_error(message: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message)])
-}
-
-/// Out-of-contract arguments: a tool error from 2025-11-25 on (so models can correct themselves),
-/// JSON-RPC -32602 for older protocol revisions (docs/semantics.md).
-fn rejected_input(message: String, protocol: Option<&ProtocolVersion>) -> Answer {
-    match protocol {
-        Some(v) if *v >= ProtocolVersion::V_2025_11_25 => Ok(tool_error(message)),
-        _ => Err(ErrorData::invalid_params(message, None)),
-    }
-}

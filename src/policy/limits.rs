@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use governor::clock::Clock as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 
 use super::Caller;
 use crate::config::{Config, Rate, StateBackend};
@@ -54,18 +53,6 @@ impl Refusal {
                 "call refused: the rate limits cannot be checked ({why}); retry once the gateway's limiter state is reachable"
             ),
         }
-    }
-
-    /// The tool error a refused call answers (docs/semantics.md), with
-    /// `_meta: {"narrowgate/retryAfterMs": N}` when the wait is known.
-    pub fn into_result(self) -> CallToolResult {
-        let mut result = CallToolResult::error(vec![ContentBlock::text(self.message())]);
-        if let Some(ms) = self.retry_after_ms() {
-            let mut meta = serde_json::Map::new();
-            meta.insert(RETRY_AFTER_META.into(), ms.into());
-            result.meta = Some(MetaObject(meta));
-        }
-        result
     }
 
     /// For `_meta["narrowgate/retryAfterMs"]`: only when it is known.

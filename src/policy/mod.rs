@@ -238,6 +238,8 @@ mod tests {
             api_key_env: None,
             anonymous,
             tools: vec!["read_*".into()],
+            discovery: Default::default(),
+            always: vec![],
             resources: vec![],
             prompts: vec![],
             rate: None,

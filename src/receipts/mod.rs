@@ -204,6 +204,12 @@ pub struct Call<'a> {
     pub reason: Option<&'a str>,
     /// How its approval went, for a tool that needs one.
     pub approval: Option<&'a ApprovalRecord>,
+    /// The typed error the call answered (`invalid_arguments`, `rate_limited`, a declared type…).
+    pub error_type: Option<&'a str>,
+    /// The recovery taken after a failure (`on_error`): the fallback tool's name, or `degrade`.
+    pub fallback: Option<&'a str>,
+    /// The answer came from the result cache (`cache:`).
+    pub cached: bool,
 }
 
 /// One row of the receipts table, as written and as `narrowgate receipts --json` prints it.
@@ -238,6 +244,12 @@ pub struct Receipt {
     pub approver: Option<String>,
     /// How long the call waited for its approval, in milliseconds.
     pub approval_wait_ms: Option<f64>,
+    /// The typed error the call answered, if it failed (schema 5; `None` before).
+    pub error_type: Option<String>,
+    /// The fallback taken after a failure: the tool's name, or `degrade`.
+    pub fallback: Option<String>,
+    /// Answered from the result cache.
+    pub cached: bool,
 }
 
 impl Receipt {
@@ -281,6 +293,9 @@ impl Receipt {
             approval_decision: call.approval.map(|a| a.decision.to_string()),
             approver: call.approval.and_then(|a| a.approver.clone()),
             approval_wait_ms: call.approval.map(|a| a.wait.as_micros() as f64 / 1000.0),
+            error_type: call.error_type.map(str::to_string),
+            fallback: call.fallback.map(str::to_string),
+            cached: call.cached,
         }
     }
 }
@@ -367,6 +382,9 @@ mod tests {
             trace_id: None,
             reason: None,
             approval: None,
+            error_type: None,
+            fallback: None,
+            cached: false,
         };
         let ids: Vec<String> = (0..1000).map(|_| Receipt::of(&call, false).id).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
@@ -404,6 +422,9 @@ mod tests {
             duration: Duration::ZERO,
             trace_id: None,
             approval: None,
+            error_type: None,
+            fallback: None,
+            cached: false,
         };
         let receipt = Receipt::of(&call, true);
         assert_eq!(receipt.arguments_digest, None);

@@ -22,7 +22,7 @@ use super::ReceiptError;
 use super::{Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// `MIGRATIONS[v]` brings a database at version `v` to `v + 1` (0: no tables yet).
 pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -55,6 +55,10 @@ pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
      ALTER TABLE receipts ADD COLUMN approval_decision text;
      ALTER TABLE receipts ADD COLUMN approver text;
      ALTER TABLE receipts ADD COLUMN approval_wait_ms double precision;",
+    // 5: the typed error, the fallback taken after a failure, and cache hits, as in SQLite.
+    "ALTER TABLE receipts ADD COLUMN error_type text;
+     ALTER TABLE receipts ADD COLUMN fallback text;
+     ALTER TABLE receipts ADD COLUMN cached boolean;",
 ];
 
 /// Held while migrating (`pg_advisory_xact_lock`): any fixed number unlikely to collide.
@@ -64,16 +68,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
     contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
-    reason, approval_id, approval_decision, approver, approval_wait_ms) \
+    reason, approval_id, approval_decision, approver, approval_wait_ms, error_type, fallback, cached) \
     SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
     outcome, attempts, replayed, duration_ms, trace_id, arguments::jsonb, reason, approval_id, \
-    approval_decision, approver, approval_wait_ms FROM unnest(\
+    approval_decision, approver, approval_wait_ms, error_type, fallback, cached FROM unnest(\
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
     $8::text[], $9::text[], $10::int8[], $11::bool[], $12::float8[], $13::text[], $14::text[], \
-    $15::text[], $16::text[], $17::text[], $18::text[], $19::float8[]) \
+    $15::text[], $16::text[], $17::text[], $18::text[], $19::float8[], $20::text[], $21::text[], \
+    $22::bool[]) \
     AS t(id, time, caller, tool, upstream, upstream_tool, contract_digest, arguments_digest, \
     outcome, attempts, replayed, duration_ms, trace_id, arguments, reason, approval_id, \
-    approval_decision, approver, approval_wait_ms) \
+    approval_decision, approver, approval_wait_ms, error_type, fallback, cached) \
     ON CONFLICT (id) DO NOTHING";
 
 /// `url` without its password, for messages and logs.
@@ -193,6 +198,9 @@ impl PgWriter {
         let decisions: Vec<Option<String>> = column(|r| r.approval_decision.clone());
         let approvers: Vec<Option<String>> = column(|r| r.approver.clone());
         let waits: Vec<Option<f64>> = receipts.iter().map(|r| r.approval_wait_ms).collect();
+        let error_types: Vec<Option<String>> = column(|r| r.error_type.clone());
+        let fallbacks: Vec<Option<String>> = column(|r| r.fallback.clone());
+        let cached: Vec<bool> = receipts.iter().map(|r| r.cached).collect();
         let (client, insert) = self.client()?;
         let result = client.execute(
             &*insert,
@@ -216,6 +224,9 @@ impl PgWriter {
                 &decisions,
                 &approvers,
                 &waits,
+                &error_types,
+                &fallbacks,
+                &cached,
             ],
         );
         result.map(drop)
@@ -349,10 +360,15 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
     } else {
         "NULL::text, NULL::text, NULL::text, NULL::float8"
     };
+    let recovery = if found >= 5 {
+        "error_type, fallback, cached"
+    } else {
+        "NULL::text, NULL::text, NULL::boolean"
+    };
     let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
          arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments::text, \
-         {reason}, {approvals} FROM receipts",
+         {reason}, {approvals}, {recovery} FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -396,6 +412,9 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
                 approval_decision: row.try_get(16)?,
                 approver: row.try_get(17)?,
                 approval_wait_ms: row.try_get(18)?,
+                error_type: row.try_get(19)?,
+                fallback: row.try_get(20)?,
+                cached: row.try_get::<_, Option<bool>>(21)?.unwrap_or(false),
             })
         };
         receipts.push(read().map_err(error)?);

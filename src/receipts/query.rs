@@ -83,7 +83,7 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
         values.push(SqlValue::Text(format_utc_millis(from)));
     }
     // A database no gateway of this version has opened yet lacks the newer columns: `reason`
-    // (version 3) and the approval columns (version 4).
+    // (version 3), the approval columns (version 4), the recovery columns (version 5).
     let version: i64 = connection
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap_or(0);
@@ -93,10 +93,15 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
     } else {
         "NULL, NULL, NULL, NULL"
     };
+    let recovery = if version >= 5 {
+        "error_type, fallback, cached"
+    } else {
+        "NULL, NULL, NULL"
+    };
     let mut sql = format!(
         "SELECT id, time, caller, tool, upstream, upstream_tool, contract_digest, \
          arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, {reason}, \
-         {approvals} FROM receipts",
+         {approvals}, {recovery} FROM receipts",
     );
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");
@@ -141,6 +146,9 @@ pub fn receipts(path: &Path, filter: &Filter) -> Result<Vec<Receipt>, ReceiptErr
                 approval_decision: row.get(16)?,
                 approver: row.get(17)?,
                 approval_wait_ms: row.get(18)?,
+                error_type: row.get(19)?,
+                fallback: row.get(20)?,
+                cached: row.get::<_, Option<bool>>(21)?.unwrap_or(false),
             })
         })
         .map_err(read_err)?;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use jsonschema::Validator;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::contract::narrow::{Verdict, compare_output, narrow};
-use crate::contract::{ContractSet, Privilege, SideEffects, ToolContract, digest, schema};
+use crate::contract::{ContractSet, Privilege, SideEffects, ToolContract, digest, errors, schema};
 use crate::upstream::{Snapshot, Status};
 
 /// A tool that clients may see.
@@ -233,14 +233,18 @@ fn publish(contract: &ToolContract, input_schema: &Value) -> Tool {
     let input: JsonObject = input_schema.as_object().cloned().unwrap_or_default();
     let mut tool = Tool::new_with_raw(
         contract.name.clone(),
-        contract.description.clone().map(Into::into),
+        Some(contract.published_description().into()),
         Arc::new(input),
     );
+    // The error types, for programs (the description's last line says the same for models).
+    let mut meta = serde_json::Map::new();
+    meta.insert(errors::ERRORS_META.into(), json!(contract.error_types()));
+    tool.meta = Some(rmcp::model::MetaObject(meta));
     if let Some(title) = &contract.title {
         tool = tool.with_title(title.clone());
     }
     if let Some(Value::Object(output)) = &contract.output {
-        tool = tool.with_raw_output_schema(Arc::new(output.clone()));
+        tool = tool.with_raw_output_schema(Arc::new(errors::published_output(output)));
     }
     let read_only = contract.privilege == Privilege::Read;
     tool.with_annotations(

@@ -17,6 +17,7 @@ use crate::policy::limits::Limits;
 use crate::receipts::{ReceiptError, ReceiptLog, Settings};
 use crate::state::dedupe::DedupeCache;
 use crate::state::log_levels::LogLevels;
+use crate::state::results::ResultCache;
 use crate::state::shared_sessions::SharedSessions;
 use crate::upstream::Upstream;
 
@@ -44,6 +45,9 @@ pub struct Kept {
     /// Bumped whenever the published tools change: always kept, so a session hears of
     /// changes a reload made.
     pub(crate) tools_changed: Arc<watch::Sender<u64>>,
+    /// Answers of `cache:` tools: always kept (their keys carry the contract's digest, so a
+    /// changed contract never answers from the old one's results).
+    pub results: Arc<ResultCache>,
 }
 
 impl Kept {
@@ -98,6 +102,7 @@ impl Kept {
             tools_changed: previous
                 .map(|p| p.tools_changed.clone())
                 .unwrap_or_else(|| Arc::new(watch::Sender::new(0))),
+            results: previous.map(|p| p.results.clone()).unwrap_or_default(),
         })
     }
 }

@@ -37,6 +37,14 @@ pub struct Version {
 }
 
 impl Version {
+    /// The `ttlMs` of list results (`list_ttl`; 0: ask again every time).
+    pub fn list_ttl_ms(&self) -> u64 {
+        self.config
+            .list_ttl
+            .map(|d| u64::try_from(d.0.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+
     /// Fails only if the receipts database cannot be opened: a gateway that could not leave
     /// receipts must not serve calls.
     pub fn new(config: Config, contracts: ContractSet) -> Result<Arc<Version>, ReceiptError> {

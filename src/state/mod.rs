@@ -5,6 +5,7 @@
 
 pub mod dedupe;
 pub mod log_levels;
+pub mod results;
 pub mod shared_sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};

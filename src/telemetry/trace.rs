@@ -11,7 +11,7 @@
 //! [`note_call`] and [`trace_id`], which read the request's OpenTelemetry [`Context`]: it is
 //! attached to the handler's future, so nothing has to be passed down the pipeline.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use opentelemetry::context::FutureExt as _;
@@ -39,7 +39,19 @@ struct Scope {
     trace_id: TraceId,
     /// `narrowgate.outcome`, and the tool as a metrics label (only for tools that exist, so a
     /// caller probing names cannot grow the metrics without bound).
-    call: OnceLock<(&'static str, Option<String>)>,
+    /// The last call noted wins: a call that fell back notes after its fallback's own call.
+    call: Mutex<Option<CallNote>>,
+}
+
+/// How a request's `tools/call` ended, for its span and metrics.
+#[derive(Debug)]
+struct CallNote {
+    outcome: &'static str,
+    tool: Option<String>,
+    /// The typed error (`narrowgate.error.type`), the recovery taken, a cache hit.
+    error_type: Option<String>,
+    fallback: Option<String>,
+    cached: bool,
 }
 
 /// A result that may be a tool error (`isError: true`), which semconv reports as
@@ -181,7 +193,7 @@ pub async fn serve<T: ToolOutcome>(
     };
     let scope = Arc::new(Scope {
         trace_id,
-        call: OnceLock::new(),
+        call: Mutex::new(None),
     });
     let cx = cx.with_value(scope.clone());
     // error level, so the span (and its trace_id field) exists whatever level is logged.
@@ -196,14 +208,26 @@ pub async fn serve<T: ToolOutcome>(
         Ok(result) if result.is_tool_error() => Some("tool_error".to_string()),
         Ok(_) => None,
     };
-    let (outcome, tool) = match scope.call.get() {
-        Some((outcome, tool)) => (*outcome, tool.as_deref()),
+    let note = scope.call.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let (outcome, tool) = match &note {
+        Some(note) => (note.outcome, note.tool.as_deref()),
         None if answer.is_ok() => ("ok", None),
         None => ("error", None),
     };
     let span = cx.span();
     if span.is_recording() {
         span.set_attribute(KeyValue::new("narrowgate.outcome", outcome));
+        if let Some(note) = &note {
+            if let Some(t) = &note.error_type {
+                span.set_attribute(KeyValue::new("narrowgate.error.type", t.clone()));
+            }
+            if let Some(f) = &note.fallback {
+                span.set_attribute(KeyValue::new("narrowgate.fallback", f.clone()));
+            }
+            if note.cached {
+                span.set_attribute(KeyValue::new("narrowgate.cached", true));
+            }
+        }
         if let Err(e) = &answer {
             span.set_attribute(KeyValue::new(
                 "rpc.response.status_code",
@@ -228,9 +252,15 @@ pub async fn serve<T: ToolOutcome>(
 
 /// Tells the current request's [`serve`] how its `tools/call` ended (once the receipt is built).
 pub fn note_call(call: &Call<'_>) {
-    let tool = call.contract.map(|_| call.tool.to_string());
+    let note = CallNote {
+        outcome: call.outcome.as_str(),
+        tool: call.contract.map(|_| call.tool.to_string()),
+        error_type: call.error_type.map(str::to_string),
+        fallback: call.fallback.map(str::to_string),
+        cached: call.cached,
+    };
     with_scope(|scope| {
-        let _ = scope.call.set((call.outcome.as_str(), tool));
+        *scope.call.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
     });
 }
 

@@ -12,8 +12,9 @@ use crate::receipts::{Receipt, id_floor, millis_ago};
 pub(super) const PRUNE_CHUNK: usize = 5_000;
 const INSERT: &str = "INSERT INTO receipts (id, time, caller, tool, upstream, upstream_tool, \
     contract_digest, arguments_digest, outcome, attempts, replayed, duration_ms, trace_id, arguments, \
-    reason, approval_id, approval_decision, approver, approval_wait_ms) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    reason, approval_id, approval_decision, approver, approval_wait_ms, error_type, fallback, cached) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+    ?20, ?21, ?22)";
 
 /// Where receipts are written.
 pub(super) enum Backend {
@@ -90,6 +91,9 @@ fn insert_rows(connection: &Connection, receipts: &[&Receipt]) -> rusqlite::Resu
             r.approval_decision,
             r.approver,
             r.approval_wait_ms,
+            r.error_type,
+            r.fallback,
+            r.cached,
         ])?;
     }
     Ok(())

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::receipts::ReceiptError;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
 /// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
@@ -35,7 +35,10 @@ CREATE TABLE IF NOT EXISTS receipts (
     approval_id      TEXT,
     approval_decision TEXT,
     approver         TEXT,
-    approval_wait_ms REAL
+    approval_wait_ms REAL,
+    error_type       TEXT,
+    fallback         TEXT,
+    cached           INTEGER
 ) WITHOUT ROWID;
 ";
 
@@ -48,6 +51,14 @@ ALTER TABLE receipts ADD COLUMN approval_id TEXT;
 ALTER TABLE receipts ADD COLUMN approval_decision TEXT;
 ALTER TABLE receipts ADD COLUMN approver TEXT;
 ALTER TABLE receipts ADD COLUMN approval_wait_ms REAL;
+";
+
+/// From version 4: the typed error, the fallback taken and the cache hit (version 5), NULL for
+/// the receipts written before.
+const ADD_RECOVERY: &str = "
+ALTER TABLE receipts ADD COLUMN error_type TEXT;
+ALTER TABLE receipts ADD COLUMN fallback TEXT;
+ALTER TABLE receipts ADD COLUMN cached INTEGER;
 ";
 
 /// From version 1 (a rowid table with indexes on `id` and `time`): the old table is renamed,
@@ -117,8 +128,11 @@ pub(super) fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, R
     if found == 2 || found == 3 {
         transaction.execute_batch(ADD_APPROVALS).map_err(open_err)?;
     }
+    if (2..=4).contains(&found) {
+        transaction.execute_batch(ADD_RECOVERY).map_err(open_err)?;
+    }
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
-    if found == 2 || found == 3 {
+    if (2..=4).contains(&found) {
         tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
     }
     if found == 1 {

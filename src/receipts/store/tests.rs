@@ -49,6 +49,9 @@ fn call<'a>(tool: &'a str, arguments: &'a serde_json::Value) -> Call<'a> {
         trace_id: None,
         reason: None,
         approval: None,
+        error_type: None,
+        fallback: None,
+        cached: false,
     }
 }
 
