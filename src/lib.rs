@@ -47,6 +47,7 @@ pub mod harness {
     pub use crate::config::{Config, LoadError, yaml};
     pub use crate::contract::digest::sha256_of;
     pub use crate::contract::enforce::{self, OutputSchemas};
+    pub use crate::contract::errors::published_output;
     pub use crate::contract::narrow::{Verdict, narrow};
     pub use crate::contract::schema;
     pub use crate::contract::{ContractFile, ContractSet, valid_tool_name};

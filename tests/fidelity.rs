@@ -398,7 +398,13 @@ async fn mcp_apps_ui_reaches_hosts_as_the_example_server_publishes_it() {
     for ui in [false, true] {
         let list = in_session(&gw, KEY, ui, "tools/list", json!({})).await;
         let tool = listed(&list, "get-time").expect("get-time listed");
-        assert_eq!(tool["_meta"], direct_tool["_meta"], "ui={ui}: {tool}");
+        // The server's own `_meta`, plus the error types the gateway publishes.
+        let mut meta = tool["_meta"].clone();
+        let types = meta
+            .as_object_mut()
+            .and_then(|m| m.remove("narrowgate/errors"));
+        assert!(types.is_some_and(|t| t.is_array()), "ui={ui}: {tool}");
+        assert_eq!(meta, direct_tool["_meta"], "ui={ui}: {tool}");
         let app = listed(&list, "get-time-app");
         assert_eq!(app.is_some(), ui, "ui={ui}: {list}");
         let call = in_session(&gw, KEY, ui, "tools/call", json!({"name": "get-time-app"})).await;
@@ -427,8 +433,11 @@ async fn mcp_apps_ui_reaches_hosts_as_the_example_server_publishes_it() {
     // Bob may use the tools but not read the UI: no link.
     let list = in_session(&gw, BOB, true, "tools/list", json!({})).await;
     let tool = listed(&list, "get-time").expect("get-time listed to bob");
-    assert!(tool.get("_meta").is_none(), "{tool}");
-    assert!(listed(&list, "get-time-app").expect("listed")["_meta"].is_null());
+    // (Only the error types the gateway publishes for every tool.)
+    let no_ui =
+        |t: &Value| t["_meta"].get("ui").is_none() && t["_meta"].get("ui/resourceUri").is_none();
+    assert!(no_ui(tool), "{tool}");
+    assert!(no_ui(listed(&list, "get-time-app").expect("listed")));
 
     // A 2026-07-28 stateless client declares its extensions per request.
     let raw = Raw::new(&gw.url);
@@ -453,10 +462,9 @@ async fn mcp_apps_ui_reaches_hosts_as_the_example_server_publishes_it() {
             ui,
             "stateless ui={ui}: {list}"
         );
-        assert_eq!(
-            listed(&list, "get-time").expect("listed")["_meta"],
-            direct_tool["_meta"]
-        );
+        let mut meta = listed(&list, "get-time").expect("listed")["_meta"].clone();
+        meta.as_object_mut().map(|m| m.remove("narrowgate/errors"));
+        assert_eq!(meta, direct_tool["_meta"]);
         let mut call = body.clone();
         call["method"] = json!("tools/call");
         call["params"]["name"] = json!("get-time-app");

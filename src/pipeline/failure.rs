@@ -89,12 +89,12 @@ pub fn rejected_input(
     }
 }
 
-/// JSON-RPC -32602 `Unknown tool: NAME` (typed `denied` in its `data`). A name no tool can have
-/// (outside `^[A-Za-z0-9_-]{1,64}$`) is echoed escaped and cut short, never as sent.
+/// JSON-RPC -32602 `Unknown tool: NAME`, exactly as MCP servers answer it (its receipt records
+/// `denied`). A name no tool can have (outside `^[A-Za-z0-9_-]{1,64}$`) is echoed escaped and cut
+/// short, never as sent.
 pub fn unknown_tool(name: &str) -> ErrorData {
     let name = crate::policy::names::shown_tool(name);
-    let failure = Failure::new(ErrorType::Denied, format!("Unknown tool: {name}"));
-    ErrorData::invalid_params(failure.message.clone(), Some(failure.object()))
+    ErrorData::invalid_params(format!("Unknown tool: {name}"), None)
 }
 
 /// Types an upstream's tool error by the contract's `errors:` rules (the first whose pattern

@@ -142,7 +142,8 @@ impl Version {
         }
         let error_type = match &executed.answer {
             Ok(result) => failure::type_of(result),
-            Err(error) => failure::type_of_protocol_error(error),
+            Err(error) => failure::type_of_protocol_error(error)
+                .or((executed.outcome == Outcome::Denied).then_some("denied")),
         }
         .map(str::to_string);
         // 5. Recover (`on_error`): a covered failure answers from the fallback tool, or with

@@ -68,6 +68,25 @@ pub async fn call_ok(
     r
 }
 
+/// The `outputSchema` the gateway publishes for a contract's `output`: the schema, or the typed
+/// error object (docs/semantics.md, "Typed errors").
+pub fn published_output(output: &Value) -> Value {
+    match output.as_object() {
+        Some(map) => Value::Object(narrowgate::harness::published_output(map)),
+        None => output.clone(),
+    }
+}
+
+/// A published description without its last line, `Errors: …` (the types the tool can answer).
+pub fn without_error_types(description: &str) -> &str {
+    match description.rsplit_once("\n\nErrors: ") {
+        Some((text, _)) => text,
+        None => description
+            .strip_prefix("Errors: ")
+            .map_or(description, |_| ""),
+    }
+}
+
 /// Text of every text block of a result, joined.
 pub fn text_of(r: &CallToolResult) -> String {
     result_text(&serde_json::to_value(r).expect("result serializes"))

@@ -49,8 +49,8 @@ pub use hostile::{
 #[allow(unused_imports)]
 pub use mcp::{
     UpstreamCounts, assert_same_structured_content, call, call_answered, call_ok, client,
-    concurrent_calls, counter, listening, structured_u64, text_of, tool_names, tool_params,
-    upstream_counts, wait_for_counts,
+    concurrent_calls, counter, listening, published_output, structured_u64, text_of, tool_names,
+    tool_params, upstream_counts, wait_for_counts, without_error_types,
 };
 #[allow(unused_imports)]
 pub use nginx::Nginx;

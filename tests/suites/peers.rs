@@ -29,3 +29,5 @@ mod resources;
 mod stdio_clients;
 #[path = "../telemetry.rs"]
 mod telemetry;
+#[path = "../typed_errors.rs"]
+mod typed_errors;
