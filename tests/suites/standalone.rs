@@ -2,6 +2,8 @@
 //!
 //! One test binary per kind of outside peer: each compiles the shared helpers (`tests/common`) once.
 
+#[path = "../caching.rs"]
+mod caching;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../execution.rs"]

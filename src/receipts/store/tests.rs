@@ -321,6 +321,62 @@ async fn a_version_1_database_is_upgraded_keeping_its_receipts() {
     assert_eq!(indexes, 0, "the key is the only index left");
 }
 
+/// Proves: a version-4 database (before the typed-error, fallback and cache columns) reads as it
+/// is (those fields empty), is upgraded in place when the gateway opens it, keeps its receipts,
+/// and new receipts record the three fields.
+#[tokio::test]
+async fn a_version_4_database_gains_the_recovery_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.db");
+    let old = Connection::open(&path).expect("open");
+    old.execute_batch(
+        "CREATE TABLE receipts (
+            id TEXT PRIMARY KEY NOT NULL, time TEXT NOT NULL, caller TEXT NOT NULL,
+            tool TEXT NOT NULL, upstream TEXT, upstream_tool TEXT, contract_digest TEXT,
+            arguments_digest TEXT NOT NULL, outcome TEXT NOT NULL, attempts INTEGER NOT NULL,
+            replayed INTEGER NOT NULL, duration_ms REAL NOT NULL, trace_id TEXT, arguments TEXT,
+            reason TEXT, approval_id TEXT, approval_decision TEXT, approver TEXT,
+            approval_wait_ms REAL) WITHOUT ROWID;
+         PRAGMA user_version = 4;",
+    )
+    .expect("version 4 schema");
+    let id = uuid::Uuid::now_v7().to_string();
+    let time = crate::receipts::format_utc_millis(crate::receipts::millis_ago(Duration::ZERO));
+    old.execute(
+        "INSERT INTO receipts (id, time, caller, tool, arguments_digest, outcome, attempts, \
+         replayed, duration_ms) VALUES (?1, ?2, 'alice', 'echo', 'abc', 'timeout', 1, 0, 1.5)",
+        params![id, time],
+    )
+    .expect("old receipt");
+    drop(old);
+    let all = || {
+        crate::receipts::query::receipts(&path, &crate::receipts::Filter::default()).expect("query")
+    };
+    let before = all();
+    assert_eq!(before.len(), 1);
+    assert_eq!((&before[0].error_type, before[0].cached), (&None, false));
+
+    let log = ReceiptLog::open(&settings(path.clone())).expect("upgraded");
+    let args = json!({});
+    let mut new = call("b", &args);
+    new.error_type = Some("unavailable");
+    new.fallback = Some("degrade");
+    new.cached = true;
+    assert!(log.record(&new).await.is_some());
+    let after = all();
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0].id, id, "the old receipt is kept");
+    assert_eq!(after[0].error_type, None);
+    assert_eq!(after[1].error_type.as_deref(), Some("unavailable"));
+    assert_eq!(after[1].fallback.as_deref(), Some("degrade"));
+    assert!(after[1].cached);
+    let version: i64 = open_for_reading(&path)
+        .expect("read")
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
 /// Proves: a version-2 database (without `reason`) is read as it is by `narrowgate receipts`,
 /// then upgraded in place when the gateway opens it: its receipts are kept (without a reason) and
 /// new ones record theirs.
