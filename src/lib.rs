@@ -12,6 +12,8 @@ pub(crate) mod cli;
 pub(crate) mod config;
 /// Contracts: loading, narrowing against an upstream's tools, enforcing.
 pub(crate) mod contract;
+/// Tool search: `search_tools` and `call_tool` for callers with `discovery: search`.
+pub(crate) mod discovery;
 /// The HTTP edge: connections, capacity, Host/Origin, sessions, authentication layers, browsers.
 pub(crate) mod edge;
 /// The MCP methods: rmcp's handler, the direct path, resources, prompts, relays.

@@ -73,7 +73,7 @@ fn steps() -> Value {
 }
 
 /// The error object of a step's result (a tool error), or a panic naming the step.
-fn error_of<'a>(results: &'a Value, i: usize) -> &'a Value {
+fn error_of(results: &Value, i: usize) -> &Value {
     let r = &results[i];
     assert_eq!(r["is_error"], true, "step {i}: {r}");
     &r["structured_content"]["error"]

@@ -218,9 +218,18 @@ impl ServerHandler for McpHandler {
                 peer_info.as_ref().map(|i| &i.capabilities),
                 &context.meta,
             );
-            let tools: Vec<Tool> = catalog
+            // A searching caller (`discovery: search`) is listed the meta-tools and its
+            // `always` tools; it finds the rest with `search_tools`.
+            let searching = caller.searches();
+            let mut tools: Vec<Tool> = if searching {
+                crate::discovery::meta_tools().into()
+            } else {
+                Vec::new()
+            };
+            let listed = catalog
                 .exposed_tools()
                 .filter(|t| caller.may_use(&t.contract.name))
+                .filter(|t| !searching || caller.always_lists(&t.contract.name))
                 .filter(|t| ui_client || !t.contract.ui.as_ref().is_some_and(|u| u.app_only()))
                 .map(|t| {
                     let mut tool = t.published.clone();
@@ -228,8 +237,8 @@ impl ServerHandler for McpHandler {
                         tool.meta.get_or_insert_default().0.extend(ui);
                     }
                     tool
-                })
-                .collect();
+                });
+            tools.extend(listed);
             // The list depends on who asks: no intermediary may serve it to anyone else. Only
             // 2026-07-28 has caching hints; older revisions never carry `cacheScope`.
             let list = ListToolsResult::with_all_items(tools);

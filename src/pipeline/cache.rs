@@ -25,6 +25,7 @@ pub const CACHED_META: &str = "narrowgate/cached";
 impl Version {
     /// The cached answer of an identical call, else the call (deduplicated as any other), whose
     /// successful result is then kept for `window`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn cached(
         &self,
         window: Duration,

@@ -7,6 +7,7 @@ pub mod failure;
 pub mod idempotency;
 pub mod preconditions;
 mod recovery;
+mod search;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -23,6 +24,7 @@ use crate::contract::enforce::{self, OutputSchemas};
 use crate::contract::errors::ErrorType;
 use crate::contract::fixed::Who;
 use crate::contract::{Approval, ToolContract};
+use crate::discovery;
 use crate::policy::Caller;
 use crate::receipts::{ApprovalRecord, Call, Outcome};
 use crate::runtime::Version;
@@ -97,7 +99,7 @@ impl Version {
     async fn call_tool_recovering(
         &self,
         caller: &Caller,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         protocol: Option<&ProtocolVersion>,
         idempotency_key: Result<Option<String>, BadKey>,
         reach: &Reach,
@@ -108,6 +110,20 @@ impl Version {
         // Counted until answered, so that a receipt waits to share its commit only when other
         // calls are under way.
         let _under_way = self.kept.receipts.call_started();
+        // 0. A searching caller's meta-tools (`discovery`): `call_tool` is the named tool's own
+        //    call from here on (its receipt and span name that tool); `search_tools` is answered
+        //    by the gateway.
+        let searching = caller.searches();
+        let mut unusable_call = None;
+        if searching && request.name == discovery::CALL_TOOL {
+            match discovery::CallArgs::parse(request.arguments.take()) {
+                Ok(call) => {
+                    request.name = call.name.into();
+                    request.arguments = call.arguments;
+                }
+                Err(message) => unusable_call = Some(message),
+            }
+        }
         // The name as the client sent it may be anything: logs and the receipt get it escaped
         // and bounded (a valid name unchanged).
         let tool = crate::policy::names::shown_tool(&request.name).into_owned();
@@ -120,8 +136,13 @@ impl Version {
             .and_then(|c| c.on_error.as_ref())
             .filter(|_| recover);
         let as_sent = on_error.map(|_| Box::new((request.arguments.clone(), request.meta.clone())));
-        let mut executed = self
-            .execute(
+        let mut executed = if let Some(message) = unusable_call {
+            let failure = Failure::new(ErrorType::InvalidArguments, message);
+            (Ok(failure.into_result()), Outcome::RejectedInput).into()
+        } else if searching && request.name == discovery::SEARCH_TOOLS {
+            self.search_tools(caller, request.arguments.as_ref(), reach)
+        } else {
+            self.execute(
                 caller,
                 request,
                 &mut arguments,
@@ -129,7 +150,8 @@ impl Version {
                 idempotency_key,
                 reach,
             )
-            .await;
+            .await
+        };
         // A call answered with the user's approval question (MRTR) is not over: the call sent
         // again with the answer writes the receipt.
         if let Some(asked) = executed.asked {

@@ -100,6 +100,8 @@ mod tests {
             roles: vec![],
             rate: None,
             claims: serde_json::Value::Null,
+            discovery: Default::default(),
+            always: vec![],
         }
     }
 

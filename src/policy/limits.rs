@@ -117,6 +117,41 @@ pub struct Limits {
     backend: Backend,
     /// Where its state lives, so a reload can keep it ([`Limits::serves`]).
     state: StateBackend,
+    /// Until when a caller's calls of a tool (`""`: of any tool) were last refused: what
+    /// `search_tools` reports as "rate limited right now" without spending a call of the budget.
+    refused: RecentRefusals,
+}
+
+/// The latest refusals by (caller, tool), bounded: expired ones are swept when it grows.
+#[derive(Default)]
+struct RecentRefusals(std::sync::Mutex<HashMap<(String, String), Instant>>);
+
+/// More remembered refusals than this sweeps the expired ones.
+const MAX_REFUSALS: usize = 10_000;
+
+impl RecentRefusals {
+    fn note(&self, caller: &str, tool: Option<&str>, until: Instant) {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if held.len() >= MAX_REFUSALS {
+            let now = Instant::now();
+            held.retain(|_, until| *until > now);
+            if held.len() >= MAX_REFUSALS {
+                return;
+            }
+        }
+        held.insert((caller.to_string(), tool.unwrap_or("").to_string()), until);
+    }
+
+    fn until(&self, caller: &str, tool: &str) -> Option<Duration> {
+        let held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        [tool, ""]
+            .iter()
+            .filter_map(|t| held.get(&(caller.to_string(), t.to_string())))
+            .filter(|until| **until > now)
+            .map(|until| *until - now)
+            .max()
+    }
 }
 
 enum Backend {
@@ -139,6 +174,7 @@ impl Limits {
             Ok(StateBackend::Redis(url)) => Limits {
                 backend: Backend::Redis(Box::new(RedisLimits::new(&url))),
                 state: StateBackend::Redis(url),
+                refused: RecentRefusals::default(),
             },
             _ => Limits::memory(),
         }
@@ -149,6 +185,7 @@ impl Limits {
         Limits {
             backend: Backend::Memory(MemoryLimits::default()),
             state: StateBackend::Memory,
+            refused: RecentRefusals::default(),
         }
     }
 
@@ -188,11 +225,25 @@ impl Limits {
         if limits.is_empty() {
             return Ok(());
         }
-        match &self.backend {
+        let checked = match &self.backend {
             Backend::Memory(m) => m.check(&limits),
             // Boxed: the Redis round trip's state would otherwise sit in every call's future.
             Backend::Redis(r) => Box::pin(r.check(&limits)).await,
+        };
+        if let Err(Refusal::Exceeded { limit, retry_after }) = &checked {
+            // Which limit refused: the caller-wide one names no tool.
+            let caller_wide = limit.ends_with("across all tools");
+            let tool = (!caller_wide).then_some(tool);
+            self.refused
+                .note(&caller.name, tool, Instant::now() + *retry_after);
         }
+        checked
+    }
+
+    /// How long `caller`'s calls of `tool` stay refused, if its last one was refused by a rate
+    /// limit and the wait is not over (this replica's view; nothing is spent).
+    pub fn refused_for(&self, caller: &str, tool: &str) -> Option<Duration> {
+        self.refused.until(caller, tool)
     }
 }
 
@@ -381,6 +432,8 @@ mod tests {
             roles: vec![],
             rate: rate.map(|r| r.parse::<Rate>().expect("rate")),
             claims: serde_json::Value::Null,
+            discovery: Default::default(),
+            always: vec![],
         }
     }
 
@@ -470,6 +523,7 @@ mod tests {
                 Limits {
                     backend: Backend::Redis(Box::new(RedisLimits::new(&url))),
                     state: StateBackend::Redis(url.clone()),
+                    refused: RecentRefusals::default(),
                 },
             ));
         }

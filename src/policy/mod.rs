@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Rate};
+use crate::config::{Config, Discovery, Rate};
 
 pub use crate::config::glob::glob_match;
 pub use oauth::{TokenError, TokenValidator};
@@ -44,9 +44,26 @@ pub struct Caller {
     /// A token caller's verified claims, as `fixed: ${caller.claims.NAME}` reads them
     /// (`Null` for an API-key caller).
     pub claims: serde_json::Value,
+    /// How the caller finds its tools: every tool in `tools/list`, or the search meta-tools.
+    pub discovery: Discovery,
+    /// With `discovery: search`: globs over the tool names listed all the same.
+    pub always: Vec<String>,
 }
 
 impl Caller {
+    /// Whether this caller finds its tools by searching (`discovery: search`).
+    pub fn searches(&self) -> bool {
+        self.discovery == Discovery::Search
+    }
+
+    /// Whether `tools/list` shows `tool` to this searching caller (it also must [`may_use`]
+    /// it).
+    ///
+    /// [`may_use`]: Self::may_use
+    pub fn always_lists(&self, tool: &str) -> bool {
+        self.always.iter().any(|pattern| glob_match(pattern, tool))
+    }
+
     /// Whether this caller is one of `approvers` (a caller name, or `role:NAME`).
     pub fn is_approver(&self, approvers: &[String]) -> bool {
         approvers.iter().any(|a| match a.strip_prefix("role:") {
@@ -126,6 +143,8 @@ impl Authenticator {
                 roles: c.roles.clone(),
                 rate: c.rate,
                 claims: serde_json::Value::Null,
+                discovery: c.discovery,
+                always: c.always.clone(),
             });
             auth.named.insert(c.name.clone(), caller.clone());
             let digest = if let Some(hex_digest) = &c.api_key_sha256 {
@@ -302,6 +321,8 @@ mod tests {
             roles: vec![],
             rate: None,
             claims: serde_json::Value::Null,
+            discovery: Default::default(),
+            always: vec![],
         };
         let required = vec!["b".to_string(), "c".to_string(), "d".to_string()];
         assert_eq!(c.missing_scopes(&required), vec!["c", "d"]);
@@ -328,6 +349,8 @@ mod tests {
             roles: vec![],
             rate: None,
             claims: serde_json::Value::Null,
+            discovery: Default::default(),
+            always: vec![],
         };
         assert!(!c.may_use("read_file"));
         c.tools = vec!["read_*".into(), "get_weather".into()];

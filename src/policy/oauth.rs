@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::Caller;
 use super::jwks::{JWKS_FETCH_TIMEOUT, JWKS_TTL, KeySet, KeySource, RemoteKeys, Why};
-use crate::config::{Config, OAuthConfig, Rate, RoleConfig};
+use crate::config::{Config, Discovery, OAuthConfig, Rate, RoleConfig};
 
 /// Tolerated difference between the issuer's clock and ours, for `exp` and `nbf`.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(30);
@@ -244,6 +244,13 @@ impl TokenValidator {
             roles: role_names,
             rate,
             claims: claims.clone(),
+            // Any role that searches makes the token search; `always` is the roles' union.
+            discovery: if roles.iter().any(|r| r.discovery == Discovery::Search) {
+                Discovery::Search
+            } else {
+                Discovery::List
+            },
+            always: union(|r| &r.always),
         })
     }
 }

@@ -3,7 +3,7 @@
 //! status or tools change, and swapped in whole, so a call always sees one consistent version.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 
 use crate::contract::narrow::{Verdict, compare_output, narrow};
 use crate::contract::{ContractSet, Privilege, SideEffects, ToolContract, digest, errors, schema};
+use crate::discovery::index::{Document, Index};
+use crate::discovery::indexed_text;
 use crate::upstream::{Snapshot, Status};
 
 /// A tool that clients may see.
@@ -50,9 +52,57 @@ pub struct Catalog {
     /// Each upstream's status as this catalog saw it: readiness is judged on what the catalog
     /// was built from, not on an upstream state the catalog has not caught up with yet.
     pub upstream_status: BTreeMap<String, Status>,
+    /// The search index of the exposed tools (`discovery: search`), built on the first search of
+    /// this catalog: a catalog no caller searches never pays for one, and a rebuilt catalog (a
+    /// reload, an upstream's list change) is served at once while its index is built by the first
+    /// search that needs it.
+    search: OnceLock<Searchable>,
+}
+
+/// The exposed tools in index order, and their index.
+struct Searchable {
+    index: Index,
+    tools: Vec<Arc<ExposedTool>>,
 }
 
 impl Catalog {
+    /// The heap bytes of the search index (building it if no search has yet), for the
+    /// benchmark.
+    pub fn search_index_bytes(&self) -> usize {
+        self.search(" ", 1, |_| false);
+        self.search.get().map_or(0, |s| s.index.memory_bytes())
+    }
+
+    /// The exposed tools `query` finds among those `allowed`, best first, at most `limit`.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        allowed: impl Fn(&ExposedTool) -> bool,
+    ) -> Vec<&Arc<ExposedTool>> {
+        let searchable = self.search.get_or_init(|| {
+            let tools: Vec<Arc<ExposedTool>> = self.exposed_tools().cloned().collect();
+            let texts: Vec<String> = tools
+                .iter()
+                .map(|t| indexed_text(t.contract.description.as_deref(), &t.published.input_schema))
+                .collect();
+            let index = Index::build(tools.iter().zip(&texts).map(|(t, text)| Document {
+                name: &t.contract.name,
+                title: t.contract.title.as_deref(),
+                description: Some(text),
+            }));
+            Searchable { index, tools }
+        });
+        searchable
+            .index
+            .search(query, limit, |doc| {
+                searchable.tools.get(doc).is_some_and(|t| allowed(t))
+            })
+            .into_iter()
+            .filter_map(|hit| searchable.tools.get(hit.doc))
+            .collect()
+    }
+
     /// Joins `contracts` with the upstreams' snapshots.
     pub fn build(contracts: &ContractSet, upstreams: &BTreeMap<String, Snapshot>) -> Catalog {
         let mut entries = BTreeMap::new();
@@ -80,6 +130,7 @@ impl Catalog {
         Catalog {
             entries,
             upstream_status,
+            search: OnceLock::new(),
         }
     }
 

@@ -10,6 +10,8 @@ mod common;
 mod conformance;
 #[path = "../connect.rs"]
 mod connect;
+#[path = "../discovery.rs"]
+mod discovery;
 #[path = "../fidelity.rs"]
 mod fidelity;
 #[path = "../gateway.rs"]
