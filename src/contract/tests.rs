@@ -173,3 +173,50 @@ fn invalid_contracts_are_refused_with_the_key() {
         );
     }
 }
+
+/// Proves: a fallback must name another read tool of the set: one that does not exist, a write,
+/// or the tool itself is refused at load (the tool, not the whole set), naming the key; a valid
+/// fallback, possibly in another file, loads.
+#[test]
+fn fallbacks_name_another_read_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = |name: &str, privilege: &str, fallback: &str| {
+        format!(
+            "  {name}:\n    privilege: {privilege}\n    on_error: {{types: [unavailable], fallback: {fallback}}}\n"
+        )
+    };
+    write(
+        dir.path(),
+        "a.yaml",
+        &format!(
+            "upstream: a\ntools:\n{}{}{}  writer:\n    privilege: write\n",
+            tool("good", "read", "mirror"),
+            tool("to_nothing", "read", "no_such_tool"),
+            tool("to_itself", "read", "to_itself"),
+        ),
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        &format!(
+            "upstream: b\ntools:\n  mirror:\n    privilege: read\n{}",
+            tool("to_write", "read", "writer")
+        ),
+    );
+    let (set, errors) = ContractSet::load_dir_all(dir.path());
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 3, "{text:#?}");
+    for (name, why) in [
+        ("to_nothing", "not a tool"),
+        ("to_itself", "its own fallback"),
+        ("to_write", "not a read tool"),
+    ] {
+        assert!(
+            text.iter()
+                .any(|e| e.contains(&format!("tools.{name}.on_error.fallback")) && e.contains(why)),
+            "{name}: {text:#?}"
+        );
+        assert!(!set.tools.contains_key(name), "{name} is refused");
+    }
+    assert!(set.tools.contains_key("good") && set.tools.contains_key("mirror"));
+}

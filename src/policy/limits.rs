@@ -450,6 +450,33 @@ mod tests {
             .block_on(f)
     }
 
+    /// Proves: what `search_tools` reports as "rate limited right now" follows the refusals: a
+    /// tool's own limit blocks only that tool for that caller, a caller-wide limit every tool of
+    /// that caller, and nothing is spent by asking.
+    #[test]
+    fn recent_refusals_say_which_tools_are_blocked() {
+        let l = Limits::memory();
+        let alice = caller("alice", None);
+        assert_eq!(admit(&l, &alice, "echo", Some("1/m burst 1")), Ok(()));
+        assert_eq!(
+            l.refused_for("alice", "echo"),
+            None,
+            "admitted: nothing blocked"
+        );
+        assert!(admit(&l, &alice, "echo", Some("1/m burst 1")).is_err());
+        let wait = l.refused_for("alice", "echo").expect("blocked");
+        assert!(wait.as_secs() >= 50, "{wait:?}");
+        assert_eq!(l.refused_for("alice", "add"), None, "another tool");
+        assert_eq!(l.refused_for("bob", "echo"), None, "another caller");
+        let carol = caller("carol", Some("1/m burst 1"));
+        assert_eq!(admit(&l, &carol, "echo", None), Ok(()));
+        assert!(admit(&l, &carol, "echo", None).is_err());
+        assert!(
+            l.refused_for("carol", "add").is_some(),
+            "caller-wide: every tool"
+        );
+    }
+
     #[test]
     fn a_burst_is_admitted_then_refused_with_a_retry_hint() {
         let l = Limits::memory();
