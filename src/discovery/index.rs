@@ -232,8 +232,8 @@ impl Index {
     }
 
     /// Ranks the documents for `query`, best first, ties broken by name. Only documents for which
-    /// `allowed(doc)` is true are returned (it is asked once per candidate, before the limit is
-    /// applied), at most `limit` of them. A query with no indexable word (empty, only stop words or
+    /// `allowed(doc)` is true are returned (it is asked of candidates in rank order, as many as
+    /// needed, the limit applied after it), at most `limit` of them. A query with no indexable word (empty, only stop words or
     /// punctuation) returns nothing, unless it is exactly an allowed tool's name.
     pub fn search(&self, query: &str, limit: usize, allowed: impl Fn(usize) -> bool) -> Vec<Hit> {
         if limit == 0 || self.names.is_empty() {
@@ -275,12 +275,10 @@ impl Index {
             }
         }
 
-        // Ask the filter once per candidate; forbidden tools never reach the ranking.
-        let mut cands: Vec<(u32, u32)> = touched
-            .iter()
-            .filter(|&&d| allowed(d as usize))
-            .map(|&d| (acc[d as usize], d))
-            .collect();
+        // Every candidate, allowed or not: the filter is asked only of the best ones, in rank
+        // order, until `limit` are allowed (a catalogue's common words touch thousands of tools,
+        // and asking the caller's globs of each cost more than the ranking).
+        let mut cands: Vec<(u32, u32)> = touched.iter().map(|&d| (acc[d as usize], d)).collect();
         let needle = query.trim().to_lowercase();
         let lo = self.exact.partition_point(|(n, _)| **n < *needle);
         let named = self.exact[lo..].iter().take_while(|(n, _)| **n == *needle);
@@ -299,18 +297,30 @@ impl Index {
                 .then_with(|| self.names[a.1 as usize].cmp(&self.names[b.1 as usize]))
                 .then(a.1.cmp(&b.1))
         };
-        if cands.len() > limit {
-            cands.select_nth_unstable_by(limit, cmp);
-            cands.truncate(limit);
+        // The best `take` candidates, ranked; widened until `limit` of them are allowed or every
+        // candidate has been ranked. The answer is the allowed ones in rank order either way.
+        let mut take = limit.saturating_mul(2);
+        loop {
+            let all = take >= cands.len();
+            let take_now = take.min(cands.len());
+            if !all {
+                cands.select_nth_unstable_by(take_now, cmp);
+            }
+            cands[..take_now].sort_unstable_by(cmp);
+            let hits: Vec<Hit> = cands[..take_now]
+                .iter()
+                .filter(|&&(_, d)| allowed(d as usize))
+                .take(limit)
+                .map(|&(s, d)| Hit {
+                    doc: d as usize,
+                    score: (f64::from(s) / SCALE) as f32,
+                })
+                .collect();
+            if all || hits.len() == limit {
+                return hits;
+            }
+            take = take.saturating_mul(4);
         }
-        cands.sort_unstable_by(cmp);
-        cands
-            .into_iter()
-            .map(|(s, d)| Hit {
-                doc: d as usize,
-                score: (f64::from(s) / SCALE) as f32,
-            })
-            .collect()
     }
 
     fn term_id(&self, t: &str) -> Option<usize> {
