@@ -129,3 +129,30 @@ async fn cached_answers_never_cross_callers_unless_shared() {
         "{receipts:#?}"
     );
 }
+
+/// Proves: with `list_ttl: 5m`, a 2026-07-28 `tools/list` carries `ttlMs: 300000` (and stays
+/// `cacheScope: private`: the list depends on who asks); without it, `ttlMs` is 0.
+#[tokio::test]
+async fn list_ttl_sets_the_lists_ttl() {
+    for (extra, ttl) in [("list_ttl: 5m\n", 300_000), ("", 0)] {
+        let config = demo_stdio_config(&many_callers(0), extra);
+        let gw = Gateway::start(&config, &[("demo.yaml", &contract())]);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let auth = format!("Bearer {KEY}");
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ];
+        let answer = common::Raw::new(&gw.url)
+            .post(&headers, &body.to_string())
+            .await
+            .message();
+        let result = &answer["result"];
+        assert_eq!(result["ttlMs"], ttl, "{extra:?}: {answer}");
+        assert_eq!(result["cacheScope"], "private", "{answer}");
+    }
+}

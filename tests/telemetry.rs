@@ -197,6 +197,11 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
     assert_eq!(denied["parent_span_id"], denied_span);
     assert_eq!(denied["attributes"]["error.type"], "-32602", "{denied:#}");
     assert_eq!(denied["attributes"]["narrowgate.outcome"], "denied");
+    // The typed error the receipt records is on the span too.
+    assert_eq!(
+        denied["attributes"]["narrowgate.error.type"], "denied",
+        "{denied:#}"
+    );
     assert_eq!(denied["status"]["code"], "STATUS_CODE_ERROR");
     assert!(
         !spans

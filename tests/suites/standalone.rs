@@ -20,6 +20,8 @@ mod receipts;
 mod reload;
 #[path = "../schemas.rs"]
 mod schemas;
+#[path = "../search_replicas.rs"]
+mod search_replicas;
 #[path = "../stdio.rs"]
 mod stdio;
 #[path = "../upstream_abuse.rs"]
