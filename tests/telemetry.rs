@@ -47,7 +47,20 @@ tools:
       properties: { a: { type: integer }, b: { type: integer } }
       required: [a, b]
       additionalProperties: false
+  add_cached:
+    upstream_tool: add
+    privilege: read
+    cache: 60s
+    input:
+      type: object
+      properties: { a: { type: integer }, b: { type: integer } }
+      required: [a, b]
+      additionalProperties: false
 "#;
+
+/// A tool on an upstream nothing listens on, degraded when unavailable.
+const GONE_CONTRACT: &str = "upstream: gone\ntools:\n  resting:\n    privilege: read\n    \
+    on_error: {types: [unavailable], degrade: resting}\n";
 
 /// The whole scenario, exported with `protocol` (`grpc` or `http/protobuf`).
 async fn one_trace_from_client_to_upstream(protocol: &str) {
@@ -59,14 +72,15 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
     };
     let service = format!("gw-{}", protocol.replace('/', "-"));
     let config = format!(
-        "upstreams:\n  py:\n    url: {}\n{}telemetry:\n  service_name: {service}\n  \
+        "upstreams:\n  py:\n    url: {}\n  gone:\n    url: http://127.0.0.1:{}/mcp\n{}telemetry:\n  service_name: {service}\n  \
          otlp_endpoint: {endpoint}\n  otlp_protocol: {protocol}\n",
         upstream.url,
+        common::free_port(),
         callers(&[])
     );
     let gw = Gateway::spawn(
         &config,
-        &[("py.yaml", PY_CONTRACT)],
+        &[("py.yaml", PY_CONTRACT), ("gone.yaml", GONE_CONTRACT)],
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
     );
     gw.wait_ready(Duration::from_secs(60));
@@ -110,6 +124,24 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
     )
     .await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    // 4. A cached answer (the second identical call) and a degraded one.
+    let traced = |name: &str| {
+        let (trace, span) = (hex_id(32), hex_id(16));
+        let params = json!({"name": name, "arguments": if name == "resting" { json!({}) } else { json!({"a": 4, "b": 4}) },
+            "_meta": {"traceparent": format!("00-{trace}-{span}-01")}});
+        (trace, params)
+    };
+    let (_, first_cached) = traced("add_cached");
+    call(&raw, &session, first_cached, &[]).await;
+    let (cached_trace, cached) = traced("add_cached");
+    let reply = call(&raw, &session, cached, &[]).await;
+    assert_eq!(
+        reply["result"]["_meta"]["narrowgate/cached"], true,
+        "{reply}"
+    );
+    let (degraded_trace, degraded) = traced("resting");
+    let reply = call(&raw, &session, degraded, &[]).await;
+    assert_eq!(result_text(&reply["result"]), "resting", "{reply}");
 
     let spans = collector
         .wait_for("the four spans of the call and the two others", |spans| {
@@ -118,8 +150,25 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
                 && find(spans, &trace, "test-client", "SPAN_KIND_CLIENT").is_some()
                 && find(spans, &header_trace, "py-upstream", "SPAN_KIND_SERVER").is_some()
                 && find(spans, &denied_trace, &service, "SPAN_KIND_SERVER").is_some()
+                && find(spans, &cached_trace, &service, "SPAN_KIND_SERVER").is_some()
+                && find(spans, &degraded_trace, &service, "SPAN_KIND_SERVER").is_some()
         })
         .await;
+    // The cache hit and the recovery taken are on the SERVER spans, as in the receipts.
+    let cached = find(&spans, &cached_trace, &service, "SPAN_KIND_SERVER").expect("cached");
+    assert_eq!(
+        cached["attributes"]["narrowgate.cached"], true,
+        "{cached:#}"
+    );
+    let degraded = find(&spans, &degraded_trace, &service, "SPAN_KIND_SERVER").expect("degraded");
+    assert_eq!(
+        degraded["attributes"]["narrowgate.fallback"], "degrade",
+        "{degraded:#}"
+    );
+    assert_eq!(
+        degraded["attributes"]["narrowgate.error.type"], "unavailable",
+        "{degraded:#}"
+    );
     let in_trace: Vec<&Value> = spans.iter().filter(|s| s["trace_id"] == trace).collect();
     assert_eq!(
         in_trace.len(),
@@ -217,8 +266,13 @@ async fn one_trace_from_client_to_upstream(protocol: &str) {
         .map(|r| r["trace_id"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(
-        traces,
+        traces[..3],
         [&trace, &header_trace, &denied_trace],
+        "{receipts:#?}"
+    );
+    assert_eq!(
+        traces[4..],
+        [&cached_trace, &degraded_trace],
         "{receipts:#?}"
     );
     let log = gw.log();
