@@ -5,41 +5,34 @@
 mod cache;
 pub mod failure;
 pub mod idempotency;
+mod once;
 pub mod preconditions;
 mod recovery;
 mod search;
+mod upstream_call;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, InputRequiredResult,
-    JsonObject, ProtocolVersion, RequestMetaObject, ResultType,
+    ProtocolVersion, ResultType,
 };
 use serde_json::Value;
 
 use crate::approvals::step::Reach;
-use crate::contract::digest;
-use crate::contract::enforce::{self, OutputSchemas};
+use crate::contract::Approval;
+use crate::contract::enforce;
 use crate::contract::errors::ErrorType;
 use crate::contract::fixed::Who;
-use crate::contract::{Approval, ToolContract};
 use crate::discovery;
 use crate::policy::Caller;
 use crate::receipts::{ApprovalRecord, Call, Outcome};
 use crate::runtime::Version;
-use crate::runtime::catalog::ExposedTool;
-use crate::state::dedupe::{CallKey, Deduped, Recorded};
-use crate::telemetry::{self, UpstreamAttempt};
-use crate::upstream::call_relay::CallRelay;
-use crate::upstream::{CallError, Upstream};
+use crate::telemetry;
 use failure::{Failure, rejected_input};
 use idempotency::BadKey;
 
 pub use failure::unknown_tool;
-
-/// The per-call timeout when neither the contract nor the upstream sets one.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the client gets: a result (tool errors included) or a JSON-RPC error.
 pub type Answer = Result<CallToolResult, ErrorData>;
@@ -405,278 +398,4 @@ impl Version {
         executed.reason = executed.reason.or(approved_because);
         executed
     }
-
-    /// Step 3 of [`execute`](Self::execute): the upstream, at most once per key for `dedupe`
-    /// tools and keyed calls.
-    pub(super) async fn deduplicated(
-        &self,
-        caller: &Caller,
-        tool: &ExposedTool,
-        request: CallToolRequestParams,
-        arguments: &Value,
-        idempotency_key: Option<String>,
-        relay: Option<&Arc<CallRelay>>,
-    ) -> Executed {
-        let contract = &tool.contract;
-
-        // 3. Call the upstream and validate its result; a tool with `dedupe`, or a call named by
-        //    an idempotency key, answers a repeat inside the window from the record instead of
-        //    running it again.
-        if idempotency_key.is_none() && contract.dedupe.is_none() {
-            return self
-                .call_upstream(tool, request.arguments, request.meta, relay)
-                .await;
-        }
-        let by_arguments = CallKey {
-            caller: caller.name.clone(),
-            tool: contract.name.clone(),
-            arguments: digest::sha256_of(arguments),
-            idempotency_key: None,
-        };
-        let (Some(key), dedupe) = (idempotency_key, contract.dedupe) else {
-            let window = contract.dedupe.unwrap_or_default();
-            return self
-                .once(
-                    tool,
-                    by_arguments,
-                    window,
-                    request.arguments,
-                    request.meta,
-                    relay,
-                )
-                .await;
-        };
-        let by_key = CallKey {
-            idempotency_key: Some(key),
-            ..by_arguments.clone()
-        };
-        let run = async {
-            let executed = match dedupe {
-                // A `dedupe` tool keeps its own promise under a key too: the identical call, keyed
-                // or not, runs once in its window.
-                Some(window) => {
-                    Box::pin(self.once(
-                        tool,
-                        by_arguments,
-                        window,
-                        request.arguments,
-                        request.meta,
-                        relay,
-                    ))
-                    .await
-                }
-                None => {
-                    self.call_upstream(tool, request.arguments, request.meta, relay)
-                        .await
-                }
-            };
-            let recorded = recorded_of(&executed);
-            (executed, recorded)
-        };
-        let window = dedupe.unwrap_or(idempotency::DEFAULT_WINDOW);
-        let longest_run = self.longest_run(contract);
-        // Boxed: only keyed calls take this path (see `once`).
-        answered(Box::pin(self.kept.dedupe.run(by_key, window, longest_run, run)).await)
-    }
-
-    /// Runs the call at most once per `key` inside `window`: a repeat, or a duplicate in flight,
-    /// gets the recorded answer.
-    async fn once(
-        &self,
-        tool: &ExposedTool,
-        key: CallKey,
-        window: Duration,
-        arguments: Option<JsonObject>,
-        meta: Option<RequestMetaObject>,
-        relay: Option<&Arc<CallRelay>>,
-    ) -> Executed {
-        let run = async {
-            let executed = self.call_upstream(tool, arguments, meta, relay).await;
-            let recorded = recorded_of(&executed);
-            (executed, recorded)
-        };
-        let longest_run = self.longest_run(&tool.contract);
-        // Boxed: only `dedupe` tools and keyed calls take this path, and its state (a second
-        // upstream call, Redis) would otherwise sit in every call's future.
-        answered(Box::pin(self.kept.dedupe.run(key, window, longest_run, run)).await)
-    }
-
-    /// How long a call can take: a duplicate on another replica waits about that long.
-    pub(crate) fn longest_run(&self, contract: &ToolContract) -> Duration {
-        Upstream::longest_call(self.timeout_of(contract), retries_of(contract))
-    }
-
-    /// Steps 3 and 4 of [`execute`](Self::execute): call the upstream under the contract's
-    /// timeout (retrying only what is safe to repeat), with the gateway's own credentials, never
-    /// the caller's; then validate the result before the client sees any of it.
-    /// `meta` is the client's `_meta` as forwarded (`relay::meta`), or `None`.
-    async fn call_upstream(
-        &self,
-        tool: &ExposedTool,
-        arguments: Option<JsonObject>,
-        meta: Option<RequestMetaObject>,
-        relay: Option<&Arc<CallRelay>>,
-    ) -> Executed {
-        let contract = &tool.contract;
-        let upstream_schemas = tool.upstream_schemas.as_ref();
-        let (Some(upstream), Some(_)) = (
-            self.kept.upstreams.get(&contract.upstream),
-            upstream_schemas,
-        ) else {
-            let unavailable = CallError::Unavailable(contract.upstream.clone());
-            return (
-                Ok(Failure::new(ErrorType::Unavailable, unavailable.to_string()).into_result()),
-                Outcome::UpstreamError,
-            )
-                .into();
-        };
-        let mut forwarded = CallToolRequestParams::new(contract.upstream_tool.clone());
-        forwarded.arguments = arguments;
-        forwarded.meta = meta;
-        let attempted = upstream
-            .call_with_retries::<UpstreamAttempt>(
-                forwarded,
-                self.timeout_of(contract),
-                retries_of(contract),
-                relay,
-            )
-            .await;
-        // An unavailable upstream answers before anything is sent.
-        let attempts = match attempted.result {
-            Err(CallError::Unavailable(_)) => attempted.attempts - 1,
-            _ => attempted.attempts,
-        };
-        let executed = |answer, outcome| Executed {
-            answer,
-            outcome,
-            attempts,
-            replayed: false,
-            reason: None,
-            approval: None,
-            asked: None,
-            cached: false,
-        };
-        let result = match attempted.result {
-            Ok(result) => result,
-            Err(e) => {
-                let outcome = match (&e, contract.idempotent) {
-                    (CallError::Timeout(_), true) => Outcome::Timeout,
-                    // Sent, but no valid answer came back: it may have taken effect.
-                    (
-                        CallError::Timeout(_)
-                        | CallError::ConnectionLost(_)
-                        | CallError::Cancelled
-                        | CallError::Malformed(_),
-                        false,
-                    ) => Outcome::Unknown,
-                    _ => Outcome::UpstreamError,
-                };
-                let message = match (&e, outcome) {
-                    (_, Outcome::Unknown) => format!("{e}; {EFFECT_UNKNOWN}"),
-                    // The upstream's message is its own text, of any length: bounded and
-                    // escaped like a tool error's (the error's `data` is never passed on).
-                    (CallError::Protocol(error), _) => enforce::bounded_text(
-                        &format!("upstream answered with a protocol error {}: ", error.code.0),
-                        &error.message,
-                        self.error_text_bytes(),
-                    ),
-                    _ => e.to_string(),
-                };
-                let error_type = match (&e, outcome) {
-                    (_, Outcome::Unknown) => ErrorType::UnknownOutcome,
-                    (_, Outcome::Timeout) => ErrorType::Timeout,
-                    (CallError::Unavailable(_), _) => ErrorType::Unavailable,
-                    _ => ErrorType::UpstreamError,
-                };
-                return executed(Ok(Failure::new(error_type, message).into_result()), outcome);
-            }
-        };
-        let schemas = OutputSchemas {
-            contract: contract.output_validator.as_deref(),
-            upstream: upstream_schemas.and_then(|s| s.output.as_deref()),
-            max_bytes: usize::try_from(self.config.max_result_bytes.0).unwrap_or(usize::MAX),
-            error_text_bytes: self.error_text_bytes(),
-            content: &contract.content,
-        };
-        match enforce::check_result(result, &schemas) {
-            Ok(mut result) if result.is_error == Some(true) => {
-                failure::type_upstream_error(&mut result, &contract.errors);
-                executed(Ok(result), Outcome::ToolError)
-            }
-            Ok(result) => executed(Ok(result), Outcome::Ok),
-            Err(rejection) => executed(
-                Ok(Failure::new(ErrorType::InvalidResult, rejection.to_string()).into_result()),
-                Outcome::RejectedOutput,
-            ),
-        }
-    }
-
-    /// `error_text_bytes`, as a length.
-    fn error_text_bytes(&self) -> usize {
-        usize::try_from(self.config.error_text_bytes.0).unwrap_or(usize::MAX)
-    }
-
-    /// A call's timeout: the contract's, else its upstream's, else [`DEFAULT_TIMEOUT`].
-    fn timeout_of(&self, contract: &ToolContract) -> Duration {
-        contract
-            .timeout
-            .or_else(|| {
-                self.kept
-                    .upstreams
-                    .get(&contract.upstream)
-                    .and_then(|u| u.default_timeout)
-            })
-            .unwrap_or(DEFAULT_TIMEOUT)
-    }
 }
-
-/// What a call leaves for its repeats: only what reached the upstream (a call that never left may
-/// run again), or a recorded answer it replayed.
-fn recorded_of(executed: &Executed) -> Option<Recorded> {
-    match (&executed.answer, executed.attempts, executed.replayed) {
-        (Ok(result), 1.., _) | (Ok(result), _, true) => Some(Recorded {
-            result: result.clone(),
-            outcome: Some(executed.outcome),
-        }),
-        _ => None,
-    }
-}
-
-/// A deduplicated call's [`Executed`]: its own, or a replay (attempts 0), or the tool error of
-/// one that was not run.
-fn answered(deduped: Deduped<Executed>) -> Executed {
-    match deduped {
-        Deduped::Ran(executed) => executed,
-        Deduped::Replayed(recorded) => Executed {
-            answer: Ok(recorded.result),
-            outcome: recorded.outcome.unwrap_or(Outcome::Ok),
-            attempts: 0,
-            replayed: true,
-            reason: None,
-            approval: None,
-            asked: None,
-            cached: false,
-        },
-        Deduped::NotRun(answer) => (
-            Ok(answer.result),
-            answer.outcome.unwrap_or(Outcome::Unknown),
-        )
-            .into(),
-    }
-}
-
-/// How often a failed call may be retried: retrying is only safe when repeating the call cannot
-/// do harm.
-fn retries_of(contract: &ToolContract) -> u32 {
-    if contract.idempotent {
-        contract.retries
-    } else {
-        0
-    }
-}
-
-/// What a client is told of a call that reached the upstream without a valid answer: a model
-/// that reads "failed" retries, and a write would then happen twice.
-pub const EFFECT_UNKNOWN: &str = "the call was sent to the upstream, which gave no valid answer, \
-    so its effect is unknown: it may or may not have taken effect. Do not retry it blindly; \
-    first check whether it took effect";
