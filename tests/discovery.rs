@@ -8,7 +8,7 @@
 use crate::common;
 use crate::library::library_file;
 use crate::peers::real_servers::py2_bin;
-use crate::peers::real_servers::python::git;
+use crate::peers::real_servers::python::repository_with_one_commit;
 
 use common::peers::{mcp_server_time, ts_client};
 use common::{Gateway, KEY, call_answered, client, demo_stdio_config, hash_key, receipts_json};
@@ -22,12 +22,7 @@ const NARROW_KEY: &str = "narrow-key";
 /// The gateway with four upstreams and two searching callers, and the repository git reads.
 fn gateway() -> (Gateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = dir.path().canonicalize().expect("canonical").join("repo");
-    std::fs::create_dir(&repo).expect("mkdir");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("a.txt"), "one\n").expect("write");
-    git(&repo, &["add", "a.txt"]);
-    git(&repo, &["commit", "-q", "-m", "the first commit"]);
+    let repo = repository_with_one_commit(dir.path(), "the first commit");
     let callers = format!(
         "callers:\n  - name: agent\n    api_key_sha256: {}\n    tools: ['*']\n    \
          discovery: search\n    always: [echo]\n  - name: narrow\n    api_key_sha256: {}\n    \

@@ -69,8 +69,7 @@ impl Catalog {
     /// The heap bytes of the search index (building it if no search has yet), for the
     /// benchmark.
     pub fn search_index_bytes(&self) -> usize {
-        self.search(" ", 1, |_| false);
-        self.search.get().map_or(0, |s| s.index.memory_bytes())
+        self.searchable().index.memory_bytes()
     }
 
     /// The exposed tools `query` finds among those `allowed`, best first, at most `limit`.
@@ -80,7 +79,20 @@ impl Catalog {
         limit: usize,
         allowed: impl Fn(&ExposedTool) -> bool,
     ) -> Vec<&Arc<ExposedTool>> {
-        let searchable = self.search.get_or_init(|| {
+        let searchable = self.searchable();
+        searchable
+            .index
+            .search(query, limit, |doc| {
+                searchable.tools.get(doc).is_some_and(|t| allowed(t))
+            })
+            .into_iter()
+            .filter_map(|hit| searchable.tools.get(hit.doc))
+            .collect()
+    }
+
+    /// The exposed tools in index order and their index, built on first use.
+    fn searchable(&self) -> &Searchable {
+        self.search.get_or_init(|| {
             let tools: Vec<Arc<ExposedTool>> = self.exposed_tools().cloned().collect();
             let texts: Vec<String> = tools
                 .iter()
@@ -92,15 +104,7 @@ impl Catalog {
                 description: Some(text),
             }));
             Searchable { index, tools }
-        });
-        searchable
-            .index
-            .search(query, limit, |doc| {
-                searchable.tools.get(doc).is_some_and(|t| allowed(t))
-            })
-            .into_iter()
-            .filter_map(|hit| searchable.tools.get(hit.doc))
-            .collect()
+        })
     }
 
     /// Joins `contracts` with the upstreams' snapshots.

@@ -31,6 +31,18 @@ pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A new repository `repo` under `dir` (canonical, as the server reports paths) holding `a.txt`
+/// ("one") in one commit with `message`.
+pub(crate) fn repository_with_one_commit(dir: &Path, message: &str) -> std::path::PathBuf {
+    let repo = dir.canonicalize().expect("canonical").join("repo");
+    std::fs::create_dir(&repo).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\n").expect("write");
+    git(&repo, &["add", "a.txt"]);
+    git(&repo, &["commit", "-q", "-m", message]);
+    repo
+}
+
 /// What a repository's state is: HEAD, every ref, the status, the staged diff.
 fn repo_state(repo: &Path) -> Vec<String> {
     [
@@ -53,12 +65,7 @@ fn repo_state(repo: &Path) -> Vec<String> {
 #[test]
 fn mcp_server_git_serves_as_directly_and_narrowed_refuses_writes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = dir.path().canonicalize().expect("canonical").join("repo");
-    std::fs::create_dir(&repo).expect("mkdir");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("a.txt"), "one\n").expect("write");
-    git(&repo, &["add", "a.txt"]);
-    git(&repo, &["commit", "-q", "-m", "first"]);
+    let repo = repository_with_one_commit(dir.path(), "first");
     std::fs::write(repo.join("a.txt"), "one\ntwo\n").expect("write");
     std::fs::write(repo.join("b.txt"), "staged\n").expect("write");
     git(&repo, &["add", "b.txt"]);
