@@ -216,6 +216,34 @@ fn the_module_table_lists_every_arrow_between_top_level_modules() {
     );
 }
 
+/// `src/lib.rs` declares the modules in the order a request meets them, and ARCHITECTURE.md's
+/// table lists them in that same order: a newcomer reading either reads the other.
+#[test]
+fn lib_rs_and_the_module_table_list_the_modules_in_one_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("src/lib.rs is readable");
+    let declared: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub(crate) mod "))
+        .filter_map(|rest| rest.strip_suffix(';'))
+        .collect();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md is readable");
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "## Modules")
+        .skip(1)
+        .take_while(|line| !line.starts_with("## "))
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(declared.len() > 10, "no modules read from src/lib.rs: {declared:?}");
+    assert_eq!(
+        declared, table,
+        "src/lib.rs (left) and ARCHITECTURE.md's module table (right) list the modules in different orders"
+    );
+}
+
 /// Files that import each other in a circle cannot be read one at a time: the test fails on any
 /// circle, between top-level modules or between files, and prints one.
 #[test]

@@ -4,40 +4,45 @@
 //! The modules are the concepts of the documentation (docs/, ARCHITECTURE.md), listed in the order
 //! a request meets them.
 
-/// Calls that wait for a user or an approver.
-pub(crate) mod approvals;
-/// The command line.
-pub(crate) mod cli;
-/// The configuration file.
-pub(crate) mod config;
-/// Contracts: loading, narrowing against an upstream's tools, enforcing.
-pub(crate) mod contract;
-/// Tool search: `search_tools` and `call_tool` for callers with `discovery: search`.
-pub(crate) mod discovery;
+// A request, in the order it meets them.
+
 /// The HTTP edge: connections, capacity, Host/Origin, sessions, authentication layers, browsers.
 pub(crate) mod edge;
-/// The MCP methods: rmcp's handler, the direct path, resources, prompts, relays.
-pub(crate) mod mcp;
-/// Stateless calls answered by a question and resumed.
-pub(crate) mod mrtr;
-/// The life of one `tools/call`: authorise, validate, limit, call upstream, validate, record.
-pub(crate) mod pipeline;
-/// Callers, their roles and scopes, and rate limits.
-pub(crate) mod policy;
-/// The receipt of every call.
-pub(crate) mod receipts;
 /// What one request carries from the edge to its handler, parsed once, or the rejection it gets.
 pub(crate) mod request;
 /// The configuration version a request is served by, and reload.
 pub(crate) mod runtime;
+/// The MCP methods: rmcp's handler, the direct path, resources, prompts, relays.
+pub(crate) mod mcp;
+/// The life of one `tools/call`: authorise, validate, limit, call upstream, validate, record.
+pub(crate) mod pipeline;
+/// Callers, their roles and scopes, and rate limits.
+pub(crate) mod policy;
+/// Tool search: `search_tools` and `call_tool` for callers with `discovery: search`.
+pub(crate) mod discovery;
+/// Contracts: loading, narrowing against an upstream's tools, enforcing.
+pub(crate) mod contract;
+/// Calls that wait for a user or an approver.
+pub(crate) mod approvals;
+/// Stateless calls answered by a question and resumed.
+pub(crate) mod mrtr;
+/// Upstream MCP servers: connecting, supervising, calling.
+pub(crate) mod upstream;
+/// The receipt of every call.
+pub(crate) mod receipts;
+/// Traces, metrics and logs.
+pub(crate) mod telemetry;
+
+// Beside every request: what outlives a version, the page about them, and what starts them.
+
 /// What outlives a configuration version and is shared by replicas: dedupe, sessions, levels.
 pub(crate) mod state;
 /// The status page.
 pub(crate) mod status;
-/// Traces, metrics and logs.
-pub(crate) mod telemetry;
-/// Upstream MCP servers: connecting, supervising, calling.
-pub(crate) mod upstream;
+/// The configuration file.
+pub(crate) mod config;
+/// The command line.
+pub(crate) mod cli;
 
 /// The command line's entry point (`src/main.rs`).
 pub use cli::main;
