@@ -227,8 +227,8 @@ fn lib_rs_and_the_module_table_list_the_modules_in_one_order() {
         .filter_map(|line| line.strip_prefix("pub(crate) mod "))
         .filter_map(|rest| rest.strip_suffix(';'))
         .collect();
-    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
-        .expect("ARCHITECTURE.md is readable");
+    let text =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md is readable");
     let table: Vec<&str> = text
         .lines()
         .skip_while(|line| *line != "## Modules")
@@ -237,7 +237,10 @@ fn lib_rs_and_the_module_table_list_the_modules_in_one_order() {
         .filter_map(|line| line.strip_prefix("| `"))
         .filter_map(|rest| rest.split('`').next())
         .collect();
-    assert!(declared.len() > 10, "no modules read from src/lib.rs: {declared:?}");
+    assert!(
+        declared.len() > 10,
+        "no modules read from src/lib.rs: {declared:?}"
+    );
     assert_eq!(
         declared, table,
         "src/lib.rs (left) and ARCHITECTURE.md's module table (right) list the modules in different orders"

@@ -9,6 +9,8 @@ mod credentials;
 mod direct;
 #[path = "gateway/direct_switch.rs"]
 mod direct_switch;
+#[path = "gateway/forwarder_switch.rs"]
+mod forwarder_switch;
 #[path = "gateway/forwarding.rs"]
 mod forwarding;
 #[path = "gateway/modern.rs"]

@@ -182,6 +182,11 @@ pub struct UpstreamConfig {
     /// The default per-call timeout of this upstream's tools (a contract's `timeout` wins); 30s
     /// without it.
     pub timeout: Option<ConfigDuration>,
+    /// `false`: this HTTP upstream's `tools/call`s go through rmcp's client, as every other
+    /// message does, instead of the gateway's forwarder (the faster path, default `true`). The
+    /// answers are the same either way (a test compares them); the switch is there to tell a
+    /// forwarder fault from an upstream's, and is only valid with `url`.
+    pub forwarder: Option<bool>,
 }
 
 /// How the gateway reaches an upstream, derived from [`UpstreamConfig`] once it is validated.
@@ -196,6 +201,8 @@ pub enum UpstreamTransport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// `tools/call` through the forwarder (`upstream::forward`) rather than rmcp's client.
+        forwarder: bool,
     },
 }
 
@@ -212,6 +219,7 @@ impl UpstreamConfig {
             (None, url) => UpstreamTransport::Http {
                 url: url.clone().unwrap_or_default(),
                 headers: self.headers.clone(),
+                forwarder: self.forwarder.unwrap_or(true),
             },
         }
     }

@@ -132,6 +132,12 @@ impl Config {
                         "`headers` applies only to HTTP upstreams (`url`)".into(),
                     );
                 }
+                (Some(_), None) if upstream.forwarder.is_some() => {
+                    err(
+                        &key,
+                        "`forwarder` applies only to HTTP upstreams (`url`)".into(),
+                    );
+                }
                 (None, Some(url)) => {
                     if !upstream.args.is_empty()
                         || !upstream.env.is_empty()

@@ -466,6 +466,7 @@ mod tests {
             &UpstreamTransport::Http {
                 url: "http://127.0.0.1:1/mcp".into(),
                 headers: Default::default(),
+                forwarder: true,
             },
             1,
             &mut params,

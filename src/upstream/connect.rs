@@ -307,7 +307,11 @@ pub async fn connect(
                 forwarder: None,
             })
         }
-        UpstreamTransport::Http { url, headers } => {
+        UpstreamTransport::Http {
+            url,
+            headers,
+            forwarder,
+        } => {
             let mut custom = HashMap::new();
             for (k, v) in headers {
                 let name = http::HeaderName::try_from(k.as_str())
@@ -317,7 +321,8 @@ pub async fn connect(
                 custom.insert(name, value);
             }
             let again = handler.copy();
-            let connected = connect_http(name, url, custom.clone(), handler, lifecycle()).await?;
+            let connected =
+                connect_http(name, url, custom.clone(), *forwarder, handler, lifecycle()).await?;
             let peer = connected.connection.peer();
             let Some(modern) = peer
                 .peer_info()
@@ -338,17 +343,26 @@ pub async fn connect(
             }
             tracing::info!(upstream = %name, missing = %missing.join(", "), "the upstream declares less on 2026-07-28 than in a 2025-11-25 session: spoken to in a session");
             let _ = connected.connection.cancel().await;
-            connect_http(name, url, custom, again, ClientLifecycleMode::Initialize).await
+            connect_http(
+                name,
+                url,
+                custom,
+                *forwarder,
+                again,
+                ClientLifecycleMode::Initialize,
+            )
+            .await
         }
     }
 }
 
 /// Connects to the Streamable HTTP upstream at `url` with `lifecycle`, with the [`Forwarder`]
-/// for its calls.
+/// for its calls unless `forwarded` is false (`forwarder: false`: rmcp's client sends them).
 async fn connect_http(
     name: &str,
     url: &str,
     custom: HashMap<http::HeaderName, http::HeaderValue>,
+    forwarded: bool,
     handler: UpstreamClient,
     lifecycle: ClientLifecycleMode,
 ) -> Result<Connected, ConnectError> {
@@ -368,14 +382,16 @@ async fn connect_http(
         http,
         tap: Arc::new(SessionTap::default()),
     };
-    let forwarder = Forwarder::new(
-        name,
-        parsed,
-        &client,
-        handler.tools_changed.clone(),
-        handler.progress.clone(),
-    )
-    .identified_as(&handler.get_info());
+    let forwarder = forwarded.then(|| {
+        Forwarder::new(
+            name,
+            parsed,
+            &client,
+            handler.tools_changed.clone(),
+            handler.progress.clone(),
+        )
+        .identified_as(&handler.get_info())
+    });
     let transport = StreamableHttpClientTransport::with_client(client, config);
     let connection = handler
         .serve_with_lifecycle(transport, lifecycle)
@@ -383,7 +399,7 @@ async fn connect_http(
         .map_err(|e| ConnectError::Handshake(plain(&e.to_string())))?;
     Ok(Connected {
         connection,
-        forwarder: Some(forwarder),
+        forwarder,
     })
 }
 
