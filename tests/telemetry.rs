@@ -321,8 +321,8 @@ fn demo_config(extra: &str) -> String {
     demo_stdio_config(&callers(&[]), extra)
 }
 
-/// Proves: with `telemetry.metrics: true` (and no exporter), `/metrics` is valid Prometheus text
-/// whose `mcp_server_operation_duration_seconds` histogram counts every request by method, tool
+/// Proves: with `telemetry.metrics: true` (and no exporter), `/metrics` is valid OpenMetrics text,
+/// labelled so to a scraper that asks for it (as Prometheus does) and as 0.0.4 to others, whose `mcp_server_operation_duration_seconds` histogram counts every request by method, tool
 /// and outcome (cumulative buckets, `+Inf` = count), `narrowgate_rejections_total` counts one call
 /// of each refusal (denied, rejected_input, rejected_output, rate_limited), and
 /// `narrowgate_upstream_up` says the upstream is up.
@@ -373,19 +373,31 @@ async fn metrics_count_the_calls_made() {
     raw.request(Some(KEY), &session, VERSION, "tools/list", json!({}))
         .await;
 
-    let response = reqwest::get(format!("{}/metrics", gw.base))
-        .await
-        .expect("/metrics answers");
-    assert_eq!(response.status(), 200);
-    let content_type = response.headers()["content-type"]
-        .to_str()
-        .unwrap_or_default()
-        .to_string();
+    // Prometheus asks for OpenMetrics first; a scraper that does not is answered as 0.0.4.
+    let scrape = |accept: Option<&'static str>| {
+        let mut request = reqwest::Client::new().get(format!("{}/metrics", gw.base));
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        async move {
+            let response = request.send().await.expect("/metrics answers");
+            assert_eq!(response.status(), 200);
+            let content_type = response.headers()["content-type"]
+                .to_str()
+                .unwrap_or_default()
+                .to_string();
+            (content_type, response.text().await.expect("body"))
+        }
+    };
+    let (plain, _) = scrape(None).await;
+    assert!(plain.starts_with("text/plain; version=0.0.4"), "{plain}");
+    let prometheus_accept = "application/openmetrics-text;version=1.0.0;q=0.5,\
+                             text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
+    let (content_type, text) = scrape(Some(prometheus_accept)).await;
     assert!(
-        content_type.starts_with("text/plain; version=0.0.4"),
+        content_type.starts_with("application/openmetrics-text; version=1.0.0"),
         "{content_type}"
     );
-    let text = response.text().await.expect("body");
     let samples = parse_prometheus(&text);
 
     let histogram = "mcp_server_operation_duration_seconds";

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
@@ -15,8 +15,8 @@ use crate::telemetry;
 use crate::telemetry::metrics::UpstreamHealth;
 use crate::upstream::Status;
 
-/// `GET /metrics`: the Prometheus text, 404 unless `telemetry.metrics: true`.
-pub async fn metrics(State(live): State<Arc<Live>>) -> Response {
+/// `GET /metrics`: the OpenMetrics (Prometheus) text, 404 unless `telemetry.metrics: true`.
+pub async fn metrics(State(live): State<Arc<Live>>, request: HeaderMap) -> Response {
     let gateway = live.current();
     let upstreams: Vec<UpstreamHealth> = gateway
         .kept
@@ -31,7 +31,7 @@ pub async fn metrics(State(live): State<Arc<Live>>) -> Response {
             }
         })
         .collect();
-    telemetry::metrics::render(&upstreams).unwrap_or_else(|| {
+    telemetry::metrics::render(&upstreams, &request).unwrap_or_else(|| {
         (
             StatusCode::NOT_FOUND,
             "Not Found: metrics are off (set telemetry.metrics: true)",

@@ -1,4 +1,5 @@
-//! The metrics served at `/metrics` in the Prometheus text format (0.0.4):
+//! The metrics served at `/metrics`, in the OpenMetrics text format (or the Prometheus text
+//! format 0.0.4 to a scraper that does not ask for OpenMetrics):
 //!
 //! - `mcp_server_operation_duration_seconds` (histogram; semconv `mcp.server.operation.duration`
 //!   with its suggested buckets) by `mcp_method_name`, `gen_ai_tool_name`, `outcome` and
@@ -8,20 +9,26 @@
 //! - `narrowgate_upstream_up` and `narrowgate_upstream_tools` (gauges) by `upstream`, read from
 //!   the upstreams' state at scrape time.
 //!
-//! Why a hand-written registry rather than the OpenTelemetry metrics SDK and a Prometheus
-//! exporter: the exporter crate lags the 0.33 SDK and brings the `prometheus` and `protobuf`
-//! crates, for three instruments. Here a series is a few atomics behind a read lock taken once
-//! per request, and the text format is thirty lines. Label values are bounded: methods are the
-//! gateway's own, tools only those with a contract, outcomes a fixed set.
+//! The registry and the text are `prometheus-client`'s, the crate the Rust proxies use (linkerd2-
+//! proxy among them). It replaced a hand-written registry: measured on the same 120 series
+//! (BENCHMARKS.md, "Metrics"), it records a call in 70 ns against 83 ns on one thread and 80
+//! against 130 ns with two threads on one series, and renders in 558 µs against 687 µs, for three
+//! small crates (itself, its derive, `dtoa`). Label values are bounded: methods are the gateway's
+//! own, tools only those with a contract, outcomes a fixed set.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, RwLock};
+use std::fmt;
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use axum::http::header;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry as Families, Unit};
 
 /// Upper bounds of the duration buckets, in seconds (MCP semantic conventions).
 const BUCKETS: [f64; 14] = [
@@ -36,27 +43,71 @@ const REJECTIONS: [&str; 4] = [
     "rate_limited",
 ];
 
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The labels of one operation series. A label without a value is left out, not sent empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SeriesKey {
+struct Operation {
     method: &'static str,
     tool: Option<String>,
     outcome: &'static str,
     error_type: Option<String>,
 }
 
-#[derive(Default)]
-struct Histogram {
-    /// Observations per bucket (not cumulative); the last one is `+Inf`.
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    count: AtomicU64,
-    sum_nanos: AtomicU64,
+impl EncodeLabelSet for Operation {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        ("mcp_method_name", self.method).encode(encoder.encode_label())?;
+        if let Some(tool) = &self.tool {
+            ("gen_ai_tool_name", tool.as_str()).encode(encoder.encode_label())?;
+        }
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        if let Some(error_type) = &self.error_type {
+            ("error_type", error_type.as_str()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+type Labels<const N: usize> = [(&'static str, String); N];
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 /// Every series recorded since start.
-#[derive(Default)]
 pub struct Registry {
-    operations: RwLock<HashMap<SeriesKey, Arc<Histogram>>>,
-    rejections: [AtomicU64; REJECTIONS.len()],
+    families: Families,
+    operations: Family<Operation, Histogram, fn() -> Histogram>,
+    rejections: Family<[(&'static str, &'static str); 1], Counter>,
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        let mut families = Families::default();
+        let operations = Family::new_with_constructor(duration_histogram as fn() -> Histogram);
+        families.register_with_unit(
+            "mcp_server_operation_duration",
+            "Duration of the MCP requests the gateway handled.",
+            Unit::Seconds,
+            operations.clone(),
+        );
+        let rejections = Family::default();
+        families.register(
+            "narrowgate_rejections",
+            "Calls the gateway refused itself, by outcome.",
+            rejections.clone(),
+        );
+        // Every refusal kind is a series from the start: a rate of zero is a fact, not a gap.
+        for outcome in REJECTIONS {
+            drop(rejections.get_or_create(&[("outcome", outcome)]));
+        }
+        Registry {
+            families,
+            operations,
+            rejections,
+        }
+    }
 }
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::default);
@@ -91,158 +142,76 @@ impl Registry {
         error_type: Option<&str>,
         elapsed: Duration,
     ) {
-        let key = SeriesKey {
+        let series = Operation {
             method,
             tool: tool.map(str::to_string),
             outcome,
             error_type: error_type.map(str::to_string),
         };
-        let known = self
-            .operations
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        let histogram = match known {
-            Some(h) => h,
-            None => self
-                .operations
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(key)
-                .or_default()
-                .clone(),
-        };
-        let seconds = elapsed.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|upper| seconds <= *upper)
-            .unwrap_or(BUCKETS.len());
-        histogram.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        histogram.count.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        histogram.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-        if let Some(i) = REJECTIONS.iter().position(|r| *r == outcome) {
-            self.rejections[i].fetch_add(1, Ordering::Relaxed);
+        self.operations
+            .get_or_create(&series)
+            .observe(elapsed.as_secs_f64());
+        if let Some(outcome) = REJECTIONS.iter().find(|r| **r == outcome) {
+            self.rejections.get_or_create(&[("outcome", outcome)]).inc();
         }
     }
 
-    /// The text exposition of everything recorded, plus the upstreams' gauges.
+    /// The text exposition of everything recorded, plus the upstreams' gauges, ended by `# EOF`.
     pub fn render(&self, upstreams: &[UpstreamHealth]) -> String {
-        let mut out = String::new();
-        let name = "mcp_server_operation_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Duration of the MCP requests the gateway handled.\n# TYPE {name} histogram"
-        );
-        let operations = self.operations.read().unwrap_or_else(|p| p.into_inner());
-        let mut series: Vec<_> = operations.iter().collect();
-        series.sort_by(|a, b| {
-            let key = |k: &SeriesKey| (k.method, k.tool.clone(), k.outcome, k.error_type.clone());
-            key(a.0).cmp(&key(b.0))
-        });
-        for (key, histogram) in series {
-            let mut labels = vec![("mcp_method_name", key.method)];
-            if let Some(tool) = &key.tool {
-                labels.push(("gen_ai_tool_name", tool));
-            }
-            labels.push(("outcome", key.outcome));
-            if let Some(error_type) = &key.error_type {
-                labels.push(("error_type", error_type));
-            }
-            let mut cumulative = 0;
-            for (i, count) in histogram.buckets.iter().enumerate() {
-                cumulative += count.load(Ordering::Relaxed);
-                let le = BUCKETS.get(i).map_or("+Inf".to_string(), f64::to_string);
-                let mut with_le = labels.clone();
-                with_le.push(("le", &le));
-                let _ = writeln!(out, "{name}_bucket{} {cumulative}", label_set(&with_le));
-            }
-            let sum = histogram.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-            let _ = writeln!(out, "{name}_sum{} {sum}", label_set(&labels));
-            let count = histogram.count.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_count{} {count}", label_set(&labels));
+        // The gauges are the upstreams' state now: a registry of their own, built per scrape, so
+        // an upstream removed by a reload leaves no stale series.
+        let mut gauges = Families::default();
+        let up = Family::<Labels<1>, Gauge>::default();
+        let tools = Family::<Labels<1>, Gauge>::default();
+        for upstream in upstreams {
+            let labels = [("upstream", upstream.name.clone())];
+            up.get_or_create(&labels).set(i64::from(upstream.up));
+            let listed = i64::try_from(upstream.tools).unwrap_or(i64::MAX);
+            tools.get_or_create(&labels).set(listed);
         }
-        drop(operations);
-
-        let name = "narrowgate_rejections_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Calls the gateway refused itself, by outcome.\n# TYPE {name} counter"
-        );
-        for (outcome, count) in REJECTIONS.iter().zip(&self.rejections) {
-            let labels = label_set(&[("outcome", outcome)]);
-            let _ = writeln!(out, "{name}{labels} {}", count.load(Ordering::Relaxed));
-        }
-
-        gauge(
-            &mut out,
+        gauges.register(
             "narrowgate_upstream_up",
             "Whether the upstream is connected (1) or not (0).",
-            upstreams,
-            |u| usize::from(u.up),
+            up,
         );
-        gauge(
-            &mut out,
+        gauges.register(
             "narrowgate_upstream_tools",
             "How many tools the upstream listed last.",
-            upstreams,
-            |u| u.tools,
+            tools,
         );
+        let mut out = String::new();
+        // Writing to a String cannot fail; an encoder error would be a bug in a label's encoding.
+        let written = encode_registry(&mut out, &self.families)
+            .and_then(|()| encode_registry(&mut out, &gauges))
+            .and_then(|()| encode_eof(&mut out));
+        if let Err(e) = written {
+            tracing::error!(error = %e, "encoding the metrics failed");
+        }
         out
     }
 }
 
-/// One gauge family with a sample per upstream.
-fn gauge(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    upstreams: &[UpstreamHealth],
-    value: impl Fn(&UpstreamHealth) -> usize,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-    for upstream in upstreams {
-        let labels = label_set(&[("upstream", &upstream.name)]);
-        let _ = writeln!(out, "{name}{labels} {}", value(upstream));
-    }
-}
-
-/// `{a="x",b="y"}` with values escaped as the text format requires.
-fn label_set(labels: &[(&str, &str)]) -> String {
-    let mut out = String::from("{");
-    for (i, (name, value)) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(name);
-        out.push_str("=\"");
-        for c in value.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    out.push('}');
-    out
-}
-
-/// The body of `GET /metrics` (`None` while metrics are off), from the upstreams' health.
-/// The HTTP route is the gateway's (`edge::health::metrics`): it knows the upstreams.
-pub fn render(upstreams: &[UpstreamHealth]) -> Option<Response> {
+/// The body of `GET /metrics` (`None` while metrics are off), from the upstreams' health. The
+/// HTTP route is the gateway's (`edge::health::metrics`): it knows the upstreams. A scraper that
+/// accepts OpenMetrics (Prometheus does) is told so; any other gets the same text as 0.0.4, which
+/// reads `# UNIT` and `# EOF` as comments.
+pub fn render(upstreams: &[UpstreamHealth], request: &HeaderMap) -> Option<Response> {
     if !super::metrics_enabled() {
         return None;
     }
+    let openmetrics = request
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        OPENMETRICS
+    } else {
+        PROMETHEUS_TEXT
+    };
     Some(
         (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
+            [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
             REGISTRY.render(upstreams),
         )
             .into_response(),
@@ -253,8 +222,9 @@ pub fn render(upstreams: &[UpstreamHealth]) -> Option<Response> {
 mod tests {
     use super::*;
 
-    /// Proves: buckets render cumulatively with `+Inf`, sum and count; the tool label is left out
-    /// when unknown; refusals are counted by outcome, zeros included; upstream gauges render.
+    /// Proves: buckets render cumulatively with `+Inf`, sum and count; the tool and error labels
+    /// are left out when unknown (not sent empty); refusals are counted by outcome, zeros
+    /// included; upstream gauges render; the text ends with `# EOF`.
     #[test]
     fn histograms_are_cumulative_and_rejections_counted() {
         let registry = Registry::default();
@@ -271,14 +241,14 @@ mod tests {
         let text = registry.render(&[health("files", true, 3), health("web", false, 0)]);
         let echo = r#"mcp_method_name="tools/call",gen_ai_tool_name="echo",outcome="ok""#;
         for line in [
-            format!("mcp_server_operation_duration_seconds_bucket{{{echo},le=\"0.01\"}} 1"),
-            format!("mcp_server_operation_duration_seconds_bucket{{{echo},le=\"0.1\"}} 1"),
-            format!("mcp_server_operation_duration_seconds_bucket{{{echo},le=\"0.2\"}} 2"),
-            format!("mcp_server_operation_duration_seconds_bucket{{{echo},le=\"+Inf\"}} 2"),
+            format!("mcp_server_operation_duration_seconds_bucket{{le=\"0.01\",{echo}}} 1"),
+            format!("mcp_server_operation_duration_seconds_bucket{{le=\"0.1\",{echo}}} 1"),
+            format!("mcp_server_operation_duration_seconds_bucket{{le=\"0.2\",{echo}}} 2"),
+            format!("mcp_server_operation_duration_seconds_bucket{{le=\"+Inf\",{echo}}} 2"),
             format!("mcp_server_operation_duration_seconds_sum{{{echo}}} 0.155"),
             format!("mcp_server_operation_duration_seconds_count{{{echo}}} 2"),
-            r#"mcp_server_operation_duration_seconds_bucket{mcp_method_name="tools/list",outcome="ok",le="300"} 0"#.into(),
-            r#"mcp_server_operation_duration_seconds_bucket{mcp_method_name="tools/list",outcome="ok",le="+Inf"} 1"#.into(),
+            r#"mcp_server_operation_duration_seconds_bucket{le="300.0",mcp_method_name="tools/list",outcome="ok"} 0"#.into(),
+            r#"mcp_server_operation_duration_seconds_bucket{le="+Inf",mcp_method_name="tools/list",outcome="ok"} 1"#.into(),
             r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",outcome="denied",error_type="-32602"} 1"#.into(),
             r#"narrowgate_rejections_total{outcome="denied"} 1"#.into(),
             r#"narrowgate_rejections_total{outcome="rate_limited"} 0"#.into(),
@@ -288,11 +258,23 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
         }
+        assert_eq!(text.lines().last(), Some("# EOF"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     }
 
     /// Proves: backslash, double quote and newline in label values are escaped.
     #[test]
     fn label_values_are_escaped() {
-        assert_eq!(label_set(&[("a", "x\"y\\z\nw")]), r#"{a="x\"y\\z\nw"}"#);
+        let registry = Registry::default();
+        let health = UpstreamHealth {
+            name: "x\"y\\z\nw".into(),
+            up: true,
+            tools: 1,
+        };
+        let text = registry.render(&[health]);
+        assert!(
+            text.contains(r#"narrowgate_upstream_up{upstream="x\"y\\z\nw"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -13,7 +13,11 @@
 //! Log messages may also come a little after the call's answer: an HTTP upstream's standalone
 //! stream is another connection than the call's, so a message sent just before the answer can
 //! arrive just after it. A call therefore stays the owner of such messages for [`LINGER`] after
-//! it ends, as long as it was the last call to start (else they are nobody's).
+//! it ends, as long as it was the last call to start (else they are nobody's). And a call that
+//! has been hearing such messages does not end at once when its answer comes: it waits until the
+//! standalone stream has been quiet for [`SETTLE_QUIET`] (at most [`SETTLE_MAX`],
+//! [`Entered::settle`]), so that a log sent just before the answer reaches the client before the
+//! answer ends the call's stream. A call that heard none ends at once.
 //!
 //! Every attempt counts itself in flight ([`InFlight::enter`]: two atomic operations, and a map
 //! entry only for calls that have a relay).
@@ -50,6 +54,13 @@ const PRUNE_FROM: usize = 32;
 /// How long after its end a call still owns log messages that say not whose they are.
 pub const LINGER: Duration = Duration::from_millis(250);
 
+/// How long after the last log it heard from no stream of its own (and after its answer) a call
+/// waits before it ends.
+pub const SETTLE_QUIET: Duration = Duration::from_millis(20);
+
+/// The longest a call waits for its upstream's stray logs to stop.
+pub const SETTLE_MAX: Duration = Duration::from_millis(100);
+
 /// How long a request that names one of rmcp's outbound requests waits for that request's id
 /// to be noted: rmcp sends the request before it hands back the id, and a quick upstream can
 /// ask before then.
@@ -63,6 +74,8 @@ struct Relayed {
     started: u64,
     /// When it ended (it lingers, see [`LINGER`]).
     ended: Option<Instant>,
+    /// When it was last given a log message that said not whose it was.
+    heard: Option<Instant>,
 }
 
 /// One attempt in flight; dropping it ends it.
@@ -97,6 +110,7 @@ impl InFlight {
                     request: None,
                     started,
                     ended: None,
+                    heard: None,
                 },
             );
             slot
@@ -150,20 +164,22 @@ impl InFlight {
     /// when none is, the last call to end if it ended within [`LINGER`] and was the last to
     /// start.
     pub fn owner_of_log(&self) -> Option<Arc<CallRelay>> {
-        match self.count.load(Ordering::Acquire) {
-            1 => self.only_one(),
-            0 => {
-                let started = self.started.load(Ordering::Acquire);
-                let relayed = self.lock();
-                relayed
-                    .values()
-                    .find(|r| {
-                        r.started == started && r.ended.is_some_and(|at| at.elapsed() < LINGER)
-                    })
-                    .map(|r| r.relay.clone())
-            }
-            _ => None,
+        let in_flight = self.count.load(Ordering::Acquire);
+        if in_flight > 1 {
+            return None;
         }
+        let started = self.started.load(Ordering::Acquire);
+        let mut relayed = self.lock();
+        let mut candidates = relayed.values_mut().filter(|r| match in_flight {
+            1 => r.ended.is_none(),
+            _ => r.started == started && r.ended.is_some_and(|at| at.elapsed() < LINGER),
+        });
+        let owner = match (candidates.next(), candidates.next()) {
+            (Some(only), None) => only,
+            _ => return None,
+        };
+        owner.heard = Some(Instant::now());
+        Some(owner.relay.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Relayed>> {
@@ -179,6 +195,27 @@ impl Entered<'_> {
         {
             relayed.request = Some(id);
             self.in_flight.sent.notify_waiters();
+        }
+    }
+}
+
+impl Entered<'_> {
+    /// Waits, once the answer has come, until the logs this call has been hearing from no stream
+    /// of its own have stopped: [`SETTLE_QUIET`] without one, counted from the answer at the
+    /// earliest, at most [`SETTLE_MAX`] in all. Returns at once for a call that heard none.
+    pub async fn settle(&self) {
+        let Some(slot) = self.slot else { return };
+        let answered = Instant::now();
+        let give_up = answered + SETTLE_MAX;
+        loop {
+            let heard = self.in_flight.lock().get(&slot).and_then(|r| r.heard);
+            let Some(heard) = heard else { return };
+            let quiet_at = heard.max(answered) + SETTLE_QUIET;
+            let now = Instant::now();
+            if now >= quiet_at || now >= give_up {
+                return;
+            }
+            tokio::time::sleep(quiet_at.min(give_up) - now).await;
         }
     }
 }
@@ -228,6 +265,51 @@ mod tests {
         assert!(
             in_flight.only_one().is_none(),
             "a call without a relay takes nothing"
+        );
+    }
+
+    /// Proves: a call that heard no stray log ends as soon as its answer comes (the first poll
+    /// of `settle` is ready); one that did waits at least `SETTLE_QUIET`; and one whose upstream
+    /// never stops logging still ends (bounded by `SETTLE_MAX`).
+    #[tokio::test]
+    async fn a_call_that_heard_stray_logs_waits_for_them_to_stop_within_a_bound() {
+        use std::task::{Context, Poll, Waker};
+        let in_flight = Arc::new(InFlight::default());
+        let relay = silent_relay();
+        let quiet = in_flight.enter(Some(&relay));
+        {
+            let mut settle = std::pin::pin!(quiet.settle());
+            let polled = settle
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            assert!(matches!(polled, Poll::Ready(())), "heard nothing: no wait");
+        }
+        drop(quiet);
+
+        let heard = in_flight.enter(Some(&relay));
+        assert!(in_flight.owner_of_log().is_some());
+        let started = Instant::now();
+        heard.settle().await;
+        assert!(started.elapsed() >= SETTLE_QUIET, "{:?}", started.elapsed());
+        drop(heard);
+
+        let chatty = in_flight.enter(Some(&relay));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let logger = std::thread::spawn({
+            let (in_flight, stop) = (in_flight.clone(), stop.clone());
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    in_flight.owner_of_log();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        let settled = tokio::time::timeout(Duration::from_secs(5), chatty.settle()).await;
+        stop.store(true, Ordering::Relaxed);
+        let _ = logger.join();
+        assert!(
+            settled.is_ok(),
+            "an upstream that never stops logging holds no call"
         );
     }
 }

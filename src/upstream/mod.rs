@@ -280,12 +280,15 @@ impl Upstream {
                 .unwrap_or(Err(CallError::Timeout(timeout))),
             Some(relay) => {
                 Box::pin(async {
-                    tokio::select! {
+                    let answer = tokio::select! {
                         answered = tokio::time::timeout(timeout, self.send(route, params, Some(relay), &entered)) => {
                             answered.unwrap_or(Err(CallError::Timeout(timeout)))
                         }
                         () = relay.cancelled.cancelled() => Err(CallError::Cancelled),
-                    }
+                    };
+                    // Logs sent just before the answer on another stream still reach the client.
+                    entered.settle().await;
+                    answer
                 })
                 .await
             }

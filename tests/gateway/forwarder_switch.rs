@@ -20,39 +20,40 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::common::{self, Gateway, HttpUpstream, KEY, call_ok, client, text_of, tool_params};
+use super::common::{
+    self, Gateway, HttpUpstream, KEY, call_ok, client, contract_file, echo_tool, slow_tool,
+    text_of, tool_params,
+};
 use super::forwarding::field;
 
-const CONTRACT: &str = r#"upstream: demo
-tools:
-  echo:
-    privilege: read
-    input:
-      type: object
-      properties: { message: { type: string, maxLength: 20 } }
-      required: [message]
-      additionalProperties: false
-  add: { privilege: read }
-  fail: { privilege: read }
-  big: { privilege: read }
-  whoami: { privilege: read }
-  counter:
-    privilege: write
-    input: { type: object, additionalProperties: false }
-  slow:
-    privilege: write
-    timeout: 300ms
-    input: { type: object, properties: { ms: { type: integer } }, required: [ms] }
-  test_simple_text: { privilege: read }
-  test_image_content: { privilege: read }
-  test_embedded_resource: { privilege: read }
-  test_multiple_content_types: { privilege: read }
-  test_error_handling: { privilege: read }
-  test_tool_with_logging: { privilege: read }
-  test_tool_with_progress: { privilege: read }
-  test_sampling: { privilege: read }
-  test_elicitation: { privilege: read }
-"#;
+/// Contract YAML: the demo's tools the script calls (`echo` takes a message of at most 20).
+fn contract() -> String {
+    let plain = [
+        "add",
+        "fail",
+        "big",
+        "whoami",
+        "test_simple_text",
+        "test_image_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+        "test_error_handling",
+        "test_tool_with_logging",
+        "test_tool_with_progress",
+        "test_sampling",
+        "test_elicitation",
+    ]
+    .map(|tool| format!("  {tool}: {{ privilege: read }}\n"));
+    let mut entries = vec![
+        echo_tool("echo", 20, ""),
+        "  counter:\n    privilege: write\n    input: { type: object, additionalProperties: false }\n"
+            .to_string(),
+        slow_tool("slow", "write", ""),
+    ];
+    entries.extend(plain);
+    let entries: Vec<&str> = entries.iter().map(String::as_str).collect();
+    contract_file("demo", &entries)
+}
 
 /// The calls of the comparison: (what, tool, arguments).
 fn script() -> Vec<(&'static str, &'static str, Value)> {
@@ -171,7 +172,7 @@ fn gateway_for(upstream: &HttpUpstream, forwarder: bool) -> Gateway {
         upstream.url,
         common::callers(&[])
     );
-    Gateway::start(&config, &[("demo.yaml", CONTRACT)])
+    Gateway::start(&config, &[("demo.yaml", &contract())])
 }
 
 /// The script's answers through a gateway with the forwarder `on` or off, in front of a demo

@@ -1,6 +1,6 @@
-//! A strict parser of the Prometheus text exposition format (0.0.4), enough to prove `/metrics`
-//! is well-formed: comment lines, metric names, escaped label values, numeric values, and a
-//! `# TYPE` for every family before its samples.
+//! A strict parser of the OpenMetrics text format (which Prometheus scrapes), enough to prove
+//! `/metrics` is well-formed: `# HELP`/`# TYPE`/`# UNIT` lines, metric names, escaped label
+//! values, numeric values, a `# TYPE` for every family before its samples, and `# EOF` last.
 
 use std::collections::BTreeMap;
 
@@ -12,9 +12,13 @@ pub struct Sample {
     pub value: f64,
 }
 
-/// Parses the text exposition format strictly: `# HELP`/`# TYPE` lines, and samples
-/// `name{label="value",...} number`, each sample's family declared by a `# TYPE` before it.
+/// Parses the text strictly: `# HELP`/`# TYPE`/`# UNIT` lines, samples
+/// `name{label="value",...} number`, each sample's family declared by a `# TYPE` before it, and
+/// one `# EOF`, the last line.
 pub fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let text = text
+        .strip_suffix("# EOF\n")
+        .unwrap_or_else(|| panic!("the text does not end with `# EOF`:\n{text}"));
     let is_name = |s: &str| {
         !s.is_empty()
             && s.chars().enumerate().all(|(i, c)| {
@@ -30,7 +34,7 @@ pub fn parse_prometheus(text: &str) -> Vec<Sample> {
             let name = name.unwrap_or_else(|| panic!("bad comment line {line:?}"));
             assert!(is_name(name), "bad metric name in {line:?}");
             match (kind, tail) {
-                (Some("HELP"), Some(_)) => {}
+                (Some("HELP" | "UNIT"), Some(_)) => {}
                 (Some("TYPE"), Some(t @ ("counter" | "gauge" | "histogram"))) => {
                     types.insert(name.to_string(), t.to_string());
                 }
@@ -54,13 +58,23 @@ pub fn parse_prometheus(text: &str) -> Vec<Sample> {
             }
         };
         assert!(is_name(name), "bad metric name in {line:?}");
-        let family = ["_bucket", "_sum", "_count"]
+        let suffixes = [
+            ("_bucket", "histogram"),
+            ("_sum", "histogram"),
+            ("_count", "histogram"),
+            ("_total", "counter"),
+        ];
+        let family = suffixes
             .iter()
-            .find_map(|suffix| {
+            .find_map(|(suffix, kind)| {
                 name.strip_suffix(suffix)
-                    .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+                    .filter(|f| types.get(*f).is_some_and(|t| t == kind))
             })
             .unwrap_or(name);
+        assert!(
+            types.get(family).is_none_or(|t| t != "counter") || name != family,
+            "a counter's sample without `_total`: {line:?}"
+        );
         assert!(types.contains_key(family), "no # TYPE before {line:?}");
         samples.push(Sample {
             name: name.to_string(),
