@@ -117,8 +117,20 @@ fn add_input() -> Value {
 /// which is YAML too.
 fn start_everything_gateway() -> (Everything, Gateway) {
     let upstream = Everything::start();
+    let gw = everything_gateway(&upstream, true);
+    (upstream, gw)
+}
+
+/// The server-everything gateway in front of `upstream`, its tools/calls through the forwarder
+/// (`forwarder`) or through rmcp's client.
+fn everything_gateway(upstream: &Everything, forwarder: bool) -> Gateway {
+    let switch = if forwarder {
+        ""
+    } else {
+        "    forwarder: false\n"
+    };
     let config = format!(
-        "upstreams:\n  everything:\n    url: {}\n{}",
+        "upstreams:\n  everything:\n    url: {}\n{switch}{}",
         upstream.url,
         callers(&[])
     );
@@ -132,13 +144,63 @@ fn start_everything_gateway() -> (Everything, Gateway) {
         add_input()
     );
     let tools = ["get_weather", "add"];
-    let gw = start_joined(
+    start_joined(
         &config,
         ("everything.yaml", &contract),
         "everything",
         &tools,
+    )
+}
+
+/// Proves: in front of a server nobody here wrote (server-everything over Streamable HTTP), the
+/// forwarder and rmcp's client give the same answers, judged by the official TypeScript SDK and
+/// the Python SDKs 2.x (2026-07-28 and 2025-11-25) and 1.x: in-contract calls (the SDKs check the
+/// structured result against the published output schema), refused arguments, unknown tools, and
+/// a call after the refusals. Any difference in what either path returns fails the comparison.
+#[test]
+fn the_forwarder_and_rmcps_client_answer_alike_in_front_of_server_everything() {
+    let upstream = Everything::start();
+    let (on, off) = (
+        everything_gateway(&upstream, true),
+        everything_gateway(&upstream, false),
     );
-    (upstream, gw)
+    let calls = json!([
+        {"op": "list"},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Chicago"}},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "New York"}},
+        {"op": "call", "name": "get_weather", "arguments": {"location": "Los Angeles"}},
+        {"op": "call", "name": "add", "arguments": {"a": 5000, "b": 1}},
+        {"op": "call", "name": "echo", "arguments": {"message": "hi"}},
+        {"op": "call", "name": "add", "arguments": {"a": 2, "b": 40}},
+    ]);
+    let ts = |gw: &Gateway| ts_client(&gw.url, KEY, &json!({"steps": calls}))["results"].clone();
+    let py = |client: PyClient, gw: &Gateway| client.run(&gw.url, KEY, &calls)["results"].clone();
+    for (client, through_on, through_off) in [
+        ("TypeScript SDK", ts(&on), ts(&off)),
+        (
+            "Python SDK 2 auto",
+            py(PyClient::V2("auto"), &on),
+            py(PyClient::V2("auto"), &off),
+        ),
+        (
+            "Python SDK 2 legacy",
+            py(PyClient::V2("legacy"), &on),
+            py(PyClient::V2("legacy"), &off),
+        ),
+        (
+            "Python SDK 1",
+            py(PyClient::V1, &on),
+            py(PyClient::V1, &off),
+        ),
+    ] {
+        let steps = through_on.as_array().map_or(0, Vec::len);
+        assert_eq!(steps, 7, "{client}: every step answered: {through_on}");
+        assert_eq!(through_on[1]["is_error"], false, "{client}: {through_on}");
+        assert_eq!(
+            through_on, through_off,
+            "{client}: the forwarder (left) and rmcp's client (right) answered differently"
+        );
+    }
 }
 
 /// A gateway on `config` and one contract file, once `upstream` is up and its `tools` joined.
