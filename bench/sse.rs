@@ -16,7 +16,7 @@ use std::convert::Infallible;
 use std::hint::black_box;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use futures_core::Stream;
@@ -25,7 +25,10 @@ use narrowgate::harness::EventSplitter;
 use serde_json::json;
 use sse_stream::SseStream;
 
-const BATCHES: usize = 15;
+#[path = "median.rs"]
+mod median;
+use median::time;
+
 /// How the forwarder's HTTP/1.1 client reads the socket.
 const CHUNK: usize = 16 * 1024;
 /// The forwarder's bound on one event.
@@ -84,29 +87,6 @@ fn theirs(chunks: &[Bytes]) -> Result<(usize, usize), String> {
             Poll::Pending => return Err("pending".into()),
         }
     }
-}
-
-/// Median nanoseconds per call of `f`, over `BATCHES` batches sized to take about `budget`.
-fn time<F: FnMut()>(budget: Duration, mut f: F) -> f64 {
-    let probe = Instant::now();
-    let mut n = 0u64;
-    while probe.elapsed() < Duration::from_millis(20) {
-        f();
-        n += 1;
-    }
-    let per_call = probe.elapsed().as_secs_f64() / n as f64;
-    let batch = ((budget.as_secs_f64() / BATCHES as f64 / per_call) as u64).max(1);
-    let mut samples: Vec<f64> = (0..BATCHES)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..batch {
-                f();
-            }
-            t.elapsed().as_nanos() as f64 / batch as f64
-        })
-        .collect();
-    samples.sort_by(|a, b| a.total_cmp(b));
-    samples[BATCHES / 2]
 }
 
 /// An answer stream as MCP servers send it: a priming event, then the answer.

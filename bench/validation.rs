@@ -18,7 +18,7 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use narrowgate::harness::ContractSet;
 use narrowgate::harness::schema;
@@ -26,7 +26,9 @@ use narrowgate::harness::{OutputSchemas, enforce};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
-const BATCHES: usize = 15;
+#[path = "median.rs"]
+mod median;
+use median::{BATCHES, time};
 
 struct Case {
     tool: &'static str,
@@ -72,30 +74,6 @@ fn cases() -> Vec<Case> {
             structured: json!({"sum": 1550.5}),
         },
     ]
-}
-
-/// Median nanoseconds per call of `f`, over `BATCHES` batches sized to take about `budget` in all.
-fn time<F: FnMut()>(budget: Duration, mut f: F) -> f64 {
-    // Calibrate: how many calls fit in one batch.
-    let probe = Instant::now();
-    let mut n = 0u64;
-    while probe.elapsed() < Duration::from_millis(20) {
-        f();
-        n += 1;
-    }
-    let per_call = probe.elapsed().as_secs_f64() / n as f64;
-    let batch = ((budget.as_secs_f64() / BATCHES as f64 / per_call) as u64).max(1);
-    let mut samples: Vec<f64> = (0..BATCHES)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..batch {
-                f();
-            }
-            t.elapsed().as_nanos() as f64 / batch as f64
-        })
-        .collect();
-    samples.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    samples[BATCHES / 2]
 }
 
 fn main() {

@@ -69,7 +69,8 @@ impl EncodeLabelSet for Operation {
     }
 }
 
-type Labels<const N: usize> = [(&'static str, String); N];
+/// The one label of an upstream's gauges.
+type UpstreamLabel = [(&'static str, String); 1];
 
 fn duration_histogram() -> Histogram {
     Histogram::new(BUCKETS)
@@ -161,8 +162,8 @@ impl Registry {
         // The gauges are the upstreams' state now: a registry of their own, built per scrape, so
         // an upstream removed by a reload leaves no stale series.
         let mut gauges = Families::default();
-        let up = Family::<Labels<1>, Gauge>::default();
-        let tools = Family::<Labels<1>, Gauge>::default();
+        let up = Family::<UpstreamLabel, Gauge>::default();
+        let tools = Family::<UpstreamLabel, Gauge>::default();
         for upstream in upstreams {
             let labels = [("upstream", upstream.name.clone())];
             up.get_or_create(&labels).set(i64::from(upstream.up));
