@@ -106,7 +106,24 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn take(&self) -> Vec<Value> {
+    /// What was heard during the call just answered. The gateway's log messages reach the
+    /// client on the session's standalone stream (rmcp's server sends every notification but
+    /// progress there), while the answer comes on the call's own stream: no client can order
+    /// the two, and a log sent just before the answer may be read just after it. So this waits
+    /// until nothing new has been heard for 50 ms (at most 2 s) before taking them.
+    async fn take_settled(&self) -> Vec<Value> {
+        const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+        let count = || self.heard.lock().expect("recorder lock").len();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut seen = count();
+        loop {
+            tokio::time::sleep(QUIET).await;
+            let now = count();
+            if now == seen || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            seen = now;
+        }
         std::mem::take(&mut *self.heard.lock().expect("recorder lock"))
     }
 
@@ -208,7 +225,10 @@ async fn answers(args: &[&str], on: bool) -> Vec<(&'static str, Value)> {
             Ok(result) => serde_json::to_value(result).expect("a result serialises"),
             Err(e) => json!({"error": e.to_string()}),
         };
-        out.push((what, json!({"answer": answer, "heard": recorder.take()})));
+        out.push((
+            what,
+            json!({"answer": answer, "heard": recorder.take_settled().await}),
+        ));
     }
     let _ = c.cancel().await;
     out

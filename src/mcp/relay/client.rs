@@ -1,9 +1,10 @@
 //! The client's side of a relayed call ([`ClientRelay`]): the upstream's progress and log
-//! messages about a call, sent to the client on the call's own stream, in order, before its
-//! answer, and the upstream's requests of the client (`asks`). Built only for calls rmcp serves
-//! (the direct path writes one JSON answer and has no stream), and only with what the call
-//! asked for: every call gets cancellation and requests; a channel and a sending task only when
-//! it asked for progress or its session for log messages.
+//! messages about a call, sent to the client in order, before its answer (progress on the
+//! call's own stream, log messages on the session's standalone one, where rmcp's server sends
+//! every other notification), and the upstream's requests of the client (`asks`). Built only
+//! for calls rmcp serves (the direct path writes one JSON answer and has no stream), and only
+//! with what the call asked for: every call gets cancellation and requests; a channel and a
+//! sending task only when it asked for progress or its session for log messages.
 
 // Logging is deprecated by SEP-2577 (2026-07-28); 2025 revisions, which clients still speak,
 // have it.
