@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summarises a bench/run.sh run: medians per scenario and target, ratios against direct.
+"""Summarises a bench/run.sh run: medians per scenario and target, ratios against direct and
+against nginx relaying the same calls (the floor: what relaying the bytes costs).
 
     report.py RAW.jsonl OUT.json      # writes OUT.json, prints the markdown tables
 
@@ -17,6 +18,9 @@ TARGETS = {
     "added_p50_ms_1": 0.3,  # added p50 with one client, below
     "idle_rss_mib": 40.0,  # below
     "cpu_ms_per_call": 0.3,  # gateway CPU per call, below
+    "cpu_vs_nginx_16": 2.0,  # gateway CPU per call / nginx's at 16 clients, at most
+    "cpu_vs_nginx_1": 1.5,  # the same with one client, at most
+    "p50_vs_nginx_ms_1": 0.1,  # p50 with one client above nginx's, at most
 }
 
 
@@ -49,8 +53,8 @@ def main() -> None:
             scenarios.append(scenario)
         if target not in targets:
             targets.append(target)
-    order = {"direct": 0, "narrowgate": 1}
-    targets.sort(key=lambda t: order.get(t, 2))
+    order = {"direct": 0, "nginx": 1, "narrowgate": 2}
+    targets.sort(key=lambda t: order.get(t, 3))
 
     def lat(r, key):
         return (r.get("latency_ms") or {}).get(key)
@@ -62,6 +66,7 @@ def main() -> None:
     rows = []
     for s in scenarios:
         direct = by.get((s, "direct"), {})
+        nginx = by.get((s, "nginx"), {})
         for t in targets:
             cur = by.get((s, t), {})
             if not cur:
@@ -91,6 +96,16 @@ def main() -> None:
                 )
                 row["added_p99_ms"] = med(
                     lat(g, "p99") - lat(d, "p99") for g, d in pairs if lat(g, "p99") is not None and lat(d, "p99") is not None
+                )
+            if t not in ("direct", "nginx") and nginx:
+                pairs = [(cur[k], nginx[k]) for k in cur if k in nginx]
+                row["cpu_vs_nginx"] = med(
+                    cpu(g, "gateway") / cpu(n, "gateway") for g, n in pairs
+                    if cpu(g, "gateway") is not None and cpu(n, "gateway")
+                )
+                row["p50_vs_nginx_ms"] = med(
+                    lat(g, "p50") - lat(n, "p50") for g, n in pairs
+                    if lat(g, "p50") is not None and lat(n, "p50") is not None
                 )
             rows.append(row)
             summary[f"{s}|{t}"] = row
@@ -142,6 +157,12 @@ def main() -> None:
                           and r["scenario"].endswith("-c1") != under_load]
             check(f"{t}: gateway CPU per call < 0.3 ms, {label} (worst scenario median)",
                   max(cpu_values) if cpu_values else None, TARGETS["cpu_ms_per_call"], lambda v, l: v < l)
+        for mode in ("legacy", "stateless"):
+            for clients, limit in (("16", "cpu_vs_nginx_16"), ("1", "cpu_vs_nginx_1")):
+                check(f"{t}: gateway CPU per call / nginx's, {clients} client(s), {mode}: ≤ {TARGETS[limit]}",
+                      ng(f"{mode}-c{clients}").get("cpu_vs_nginx"), TARGETS[limit], lambda v, l: v <= l)
+            check(f"{t}: p50 above nginx's with 1 client, {mode}: ≤ 0.1 ms",
+                  ng(f"{mode}-c1").get("p50_vs_nginx_ms"), TARGETS["p50_vs_nginx_ms_1"], lambda v, l: v <= l)
     rss = idle.get("gateway_rss_kib")
     check("narrowgate: idle RSS < 40 MiB", None if rss is None else rss / 1024, TARGETS["idle_rss_mib"],
           lambda v, l: v < l)
@@ -173,13 +194,14 @@ def main() -> None:
         p("**Warning:** direct legacy calls take over 20 ms with one client: the upstream's SSE "
           "answers stall on Nagle's algorithm and delayed ACKs (its sockets lack TCP_NODELAY), so "
           "legacy figures measure that stall, not the gateway.\n")
-    p("| scenario | target | req/s | ×direct | p50 ms | +p50 ms | p90 ms | p99 ms | +p99 ms "
-      "| gateway CPU ms/call | upstream CPU ms/call | errors |")
-    p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    p("| scenario | target | req/s | ×direct | p50 ms | +p50 ms | p50 − nginx's | p90 ms | p99 ms | +p99 ms "
+      "| gateway CPU ms/call | ×nginx CPU | upstream CPU ms/call | errors |")
+    p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p(f"| {r['scenario']} | {r['target']} | {fmt(r['throughput_rps'], 0)} | {fmt(r.get('ratio_throughput'), 2)} "
-          f"| {fmt(r['p50_ms'])} | {fmt(r.get('added_p50_ms'))} | {fmt(r['p90_ms'])} | {fmt(r['p99_ms'])} "
-          f"| {fmt(r.get('added_p99_ms'))} | {fmt(r['gateway_cpu_ms_per_call'])} "
+          f"| {fmt(r['p50_ms'])} | {fmt(r.get('added_p50_ms'))} | {fmt(r.get('p50_vs_nginx_ms'))} "
+          f"| {fmt(r['p90_ms'])} | {fmt(r['p99_ms'])} "
+          f"| {fmt(r.get('added_p99_ms'))} | {fmt(r['gateway_cpu_ms_per_call'])} | {fmt(r.get('cpu_vs_nginx'), 2)} "
           f"| {fmt(r['upstream_cpu_ms_per_call'])} | {r['errors']} |")
     p("")
     p("| memory and start-up | value |")

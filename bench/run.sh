@@ -6,6 +6,7 @@
 #   bench/run.sh --quick              # smoke run: 1 short round, 200 sessions, 1 start-up
 #   bench/run.sh --with-mcp-proxy --with-contextforge   # add the comparison gateways (installed
 #                                     # on first use under ~/.cache/narrowgate-bench, see bench/gateways/)
+#   bench/run.sh --no-nginx           # without the floor (nginx relaying the same calls, on by default)
 #
 # Options (or the environment variables in brackets):
 #   --rounds N [ROUNDS=5]        rounds; each runs every scenario against every target once
@@ -41,6 +42,7 @@ LOADGEN_THREADS=${LOADGEN_THREADS:-1}
 BUILD=1
 WITH_MCP_PROXY=0
 WITH_CONTEXTFORGE=0
+WITH_NGINX=1
 EXTRA_GATEWAYS=()
 WORKER_VARIANTS=${WORKER_VARIANTS:-1}
 UPSTREAM_BIN=""
@@ -58,11 +60,12 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --with-mcp-proxy) WITH_MCP_PROXY=1; shift ;;
         --with-contextforge) WITH_CONTEXTFORGE=1; shift ;;
+        --no-nginx) WITH_NGINX=0; shift ;;
         --gateway-bin) EXTRA_GATEWAYS+=("$2"); shift 2 ;;
         --workers-variants) WORKER_VARIANTS=$2; shift 2 ;;
         --upstream-bin) UPSTREAM_BIN=$2; shift 2 ;;
         --narrowgate-bin) NARROWGATE_BIN=$2; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -233,6 +236,12 @@ TARGETS=()
 add_target() { TARGETS+=("$*"); }
 add_target direct "$UP_LEGACY_URL" "$UP_STATELESS_URL" {} {} - -
 add_target narrowgate "$GW_URL" "$GW_URL" {} {}_stateless gateway "$GW_PID"
+if [ "$WITH_NGINX" = 1 ]; then
+    # shellcheck source=bench/gateways/nginx.sh
+    source "$BENCH/gateways/nginx.sh"
+    nginx_start "$UP_LEGACY_URL" "$UP_STATELESS_URL"   # sets NG_PID NG_URL_*
+    add_target nginx "$NG_URL_LEGACY" "$NG_URL_STATELESS" {} {} gateway "$NG_PID"
+fi
 
 # start_gateway_target NAME BIN [SERVE ARGS...]: another narrowgate target with the same config
 # on its own port.
@@ -259,7 +268,7 @@ for extra in "${EXTRA_GATEWAYS[@]:-}"; do
     name=${extra%%=*}
     [ -x "$bin" ] || die "--gateway-bin $extra: $bin is not executable"
     case "$name" in
-        direct|narrowgate|narrowgate-w*|mcp-proxy|contextforge)
+        direct|nginx|narrowgate|narrowgate-w*|mcp-proxy|contextforge)
             die "--gateway-bin $extra: '$name' is the name of a built-in target; pick another" ;;
     esac
     start_gateway_target "$name" "$bin"
