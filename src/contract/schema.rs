@@ -2,7 +2,8 @@
 //! older drafts to 2020-12, compiling validators offline, and turning validation failures into
 //! messages that name the path and the rule but never the offending value.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::{Map, Value};
@@ -12,7 +13,34 @@ pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// Compiles a schema in the dialect it declares (2020-12 when it declares none), offline: a `$ref`
 /// to a network URI is an error, as MCP 2026-07-28 requires.
+///
+/// Compiling is the dearest part of loading a contract (regular expressions, references), and
+/// the same schema is compiled again and again: at load and once more when published, by every
+/// tool of a server that shares one output schema, and by every reload of unchanged contracts.
+/// So a validator still in use is handed out again for the same schema text ([`COMPILED`]).
 pub fn compile(schema: &Value) -> Result<Arc<Validator>, String> {
+    // serde_json's objects are ordered maps here: equal schemas print the same.
+    let key = schema.to_string();
+    let known = || COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(validator) = known().get(&key).and_then(Weak::upgrade) {
+        return Ok(validator);
+    }
+    // Compiled outside the lock: others compiling meanwhile need not wait.
+    let validator = compile_afresh(schema)?;
+    let mut compiled = known();
+    if compiled.len() >= 64 && compiled.len().is_power_of_two() {
+        compiled.retain(|_, validator| validator.strong_count() > 0);
+    }
+    compiled.insert(key, Arc::downgrade(&validator));
+    Ok(validator)
+}
+
+/// Validators by the text of the schema they were compiled from, held only while something
+/// uses them (dead entries are swept as the map grows).
+static COMPILED: LazyLock<Mutex<HashMap<String, Weak<Validator>>>> =
+    LazyLock::new(Default::default);
+
+fn compile_afresh(schema: &Value) -> Result<Arc<Validator>, String> {
     let draft = declared_draft(schema)?;
     // `format` is only an annotation by default in 2020-12; an operator who writes
     // `format: email` in a contract means it as a rule, so it is enforced in every dialect.
@@ -215,6 +243,25 @@ pub(super) fn output_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Proves: a schema compiled while an earlier validator of the same text is alive gets that
+    /// validator (no second compile), a different schema its own, and both still validate as
+    /// their schema says.
+    #[test]
+    fn equal_schemas_share_one_validator_while_it_lives() {
+        let schema = json!({"type": "object", "properties": {"q": {"type": "string", "pattern": "^[a-z]+$"}}});
+        let first = compile(&schema).expect("compiles");
+        let again = compile(&schema.clone()).expect("compiles");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same schema was compiled twice"
+        );
+        let other = compile(&json!({"type": "object", "properties": {"q": {"type": "integer"}}}))
+            .expect("compiles");
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(again.is_valid(&json!({"q": "abc"})) && !again.is_valid(&json!({"q": "ABC"})));
+        assert!(other.is_valid(&json!({"q": 1})) && !other.is_valid(&json!({"q": "abc"})));
+    }
 
     #[test]
     fn draft07_keywords_are_translated_to_2020_12() {
