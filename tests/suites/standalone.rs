@@ -10,6 +10,8 @@ mod common;
 mod execution;
 #[path = "../fixed.rs"]
 mod fixed;
+#[path = "../grafana.rs"]
+mod grafana;
 #[path = "../hardening.rs"]
 mod hardening;
 #[path = "../limits.rs"]
