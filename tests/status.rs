@@ -344,7 +344,10 @@ fn drive_chromium(gw: &Gateway, key: &str, screenshot: &str, extra: &[&str]) -> 
 /// challenge) and the page's own fetches then carry them without asking again; each panel is
 /// there; the hostile caller name shows as text and makes no element; no console error,
 /// exception, failed load or CSP violation happens (and the capture does catch both kinds: its
-/// self-check); the screenshot is kept under `target/tmp/status-page/`.
+/// self-check); every header sits over its column (same alignment as its cells); every long
+/// value keeps its whole text on hover; every instant is shown in the browser's zone with the
+/// UTC text on hover; screenshots at a laptop's and a phone's width are kept under
+/// `target/tmp/status-page/`.
 #[tokio::test]
 async fn the_page_works_in_headless_chromium() {
     let gw = start();
@@ -373,8 +376,27 @@ async fn the_page_works_in_headless_chromium() {
         caught >= Some(2),
         "the capture missed its self-check: {report}"
     );
-    let shot = std::fs::metadata(artefacts().join("status.png")).expect("screenshot kept");
-    assert!(shot.len() > 1000);
+    assert_eq!(
+        report["misaligned"],
+        json!([]),
+        "headers not over their columns"
+    );
+    assert_eq!(report["long_cells_without_title"], 0, "{report}");
+    let times = report["times"].as_array().cloned().unwrap_or_default();
+    assert!(
+        times.len() > 1,
+        "the render time and receipt times: {report}"
+    );
+    for t in &times {
+        let utc = t["datetime"].as_str().unwrap_or_default();
+        assert!(utc.ends_with('Z'), "{t}");
+        assert_eq!(t["title"], format!("{utc} UTC"), "{t}");
+        assert_ne!(t["text"], utc, "not shown in the browser's zone: {t}");
+    }
+    for name in ["status.png", "status-phone.png"] {
+        let shot = std::fs::metadata(artefacts().join(name)).expect("screenshot kept");
+        assert!(shot.len() > 1000, "{name}");
+    }
 }
 
 /// Proves: an approver signed in through the browser sees the pending call,

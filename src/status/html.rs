@@ -47,6 +47,20 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// A cell for a value that may be long (a reason, a verdict, a name): cut to the column's width
+/// by the style, the whole value in its `title`, shown on hover.
+fn long_cell(text: &str) -> String {
+    let text = escape(text);
+    format!("<td class=\"long\" title=\"{text}\">{text}</td>")
+}
+
+/// An instant written in UTC (RFC 3339). The page's script shows it in the browser's zone and
+/// keeps the UTC text on hover; without the script it reads as UTC.
+fn time(utc: &str) -> String {
+    let utc = escape(utc);
+    format!("<time datetime=\"{utc}\" title=\"{utc} UTC\">{utc}</time>")
+}
+
 /// The whole page.
 pub fn render(view: &View) -> String {
     let mut page = String::with_capacity(16 * 1024);
@@ -58,7 +72,7 @@ pub fn render(view: &View) -> String {
          <style>{STYLE}</style></head><body><header><h1>narrowgate status</h1>\
          <p>Signed in as <b id=\"caller\">{}</b>. Rendered at {}.</p></header>",
         escape(&view.caller),
-        escape(&view.now),
+        time(&view.now),
     );
     upstreams(&mut page, &view.upstreams);
     tools(&mut page, &view.tools);
@@ -72,15 +86,15 @@ pub fn render(view: &View) -> String {
 fn upstreams(page: &mut String, rows: &[UpstreamRow]) {
     page.push_str(
         "<section id=\"upstreams\"><h2>Upstreams</h2><table><thead><tr><th>upstream</th>\
-         <th>state</th><th>tools listed</th><th>reason</th></tr></thead><tbody>",
+         <th>state</th><th class=\"num\">tools listed</th><th>reason</th></tr></thead><tbody>",
     );
     for row in rows {
         let _ = write!(
             page,
-            "<tr><td>{}</td><td class=\"{state}\">{state}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=\"{state}\">{state}</td><td class=\"num\">{}</td>{}</tr>",
             escape(&row.name),
             row.tools,
-            escape(row.reason.as_deref().unwrap_or("")),
+            long_cell(row.reason.as_deref().unwrap_or("")),
             state = row.state,
         );
     }
@@ -98,11 +112,11 @@ fn tools(page: &mut String, rows: &[ToolRow]) {
     for row in rows {
         let _ = write!(
             page,
-            "<tr><td>{}</td><td>{}</td><td class=\"{state}\">{state}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"{state}\">{state}</td>{}{}</tr>",
             escape(&row.name),
             escape(&row.upstream),
-            escape(&row.verdict),
-            escape(&row.reason),
+            long_cell(&row.verdict),
+            long_cell(&row.reason),
             state = row.state,
         );
     }
@@ -169,17 +183,17 @@ fn receipt_table(page: &mut String, rows: &Result<Vec<Receipt>, String>, none: &
     };
     page.push_str(
         "<table><thead><tr><th>time</th><th>caller</th><th>tool</th><th>outcome</th>\
-         <th>reason</th><th>attempts</th><th>ms</th></tr></thead><tbody>",
+         <th>reason</th><th class=\"num\">attempts</th><th class=\"num\">ms</th></tr></thead><tbody>",
     );
     for r in rows.iter().rev() {
         let _ = write!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{outcome}\">{outcome}</td>\
-             <td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1}</td></tr>",
-            escape(&r.time),
-            escape(&r.caller),
-            escape(&r.tool),
-            escape(r.reason.as_deref().unwrap_or("")),
+            "<tr><td>{}</td>{}{}<td class=\"{outcome}\">{outcome}</td>\
+             {}<td class=\"num\">{}</td><td class=\"num\">{:.1}</td></tr>",
+            time(&r.time),
+            long_cell(&r.caller),
+            long_cell(&r.tool),
+            long_cell(r.reason.as_deref().unwrap_or("")),
             r.attempts,
             r.duration_ms,
             outcome = escape(&r.outcome),
@@ -222,7 +236,7 @@ fn approvals(page: &mut String, pending: &Pending, approver: bool) {
     }
     page.push_str(
         "<table><thead><tr><th>id</th><th>caller</th><th>tool</th><th>arguments</th>\
-         <th>waiting</th><th>expires in</th><th>decision</th></tr></thead><tbody>",
+         <th class=\"num\">waiting</th><th class=\"num\">expires in</th><th>decision</th></tr></thead><tbody>",
     );
     for p in waiting {
         approval_row(page, p, approver);

@@ -31,3 +31,8 @@ document.addEventListener("click", async (event) => {
     buttons.forEach((b) => { b.disabled = false; });
   }
 });
+// Instants arrive in UTC; an operator reads them in their own zone, the UTC text on hover.
+for (const t of document.querySelectorAll("time[datetime]")) {
+  const at = new Date(t.dateTime);
+  if (!Number.isNaN(at.getTime())) t.textContent = at.toLocaleString();
+}

@@ -217,9 +217,36 @@ def main():
             "fetch(location.origin + '/status', {credentials: 'same-origin'}).then(r => r.status)"
         )
         report["prompts_for_fetch"] = report["auth_prompts"] - prompts
-        png = browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session)
-        with open(screenshot, "wb") as f:
-            f.write(base64.b64decode(png["data"]))
+        # Each header over its column: a header aligned as the cells under it (first body row
+        # with one cell per header), for every table.
+        report["misaligned"] = evaluate(
+            "[...document.querySelectorAll('table')].flatMap(t => {"
+            " const heads = [...t.querySelectorAll('thead th')];"
+            " const row = [...t.querySelectorAll('tbody tr')].find(r => r.cells.length === heads.length);"
+            " if (!row) return [];"
+            " return heads.flatMap((h, i) => getComputedStyle(h).textAlign === getComputedStyle(row.cells[i]).textAlign"
+            "   ? [] : [h.closest('section').id + ': ' + h.textContent]);"
+            "})"
+        )
+        # Instants: shown in the browser's zone, the UTC text kept in the title.
+        report["times"] = evaluate(
+            "[...document.querySelectorAll('time[datetime]')].map(t => ({datetime: t.dateTime, text: t.textContent, title: t.title}))"
+        )
+        # Long values: cut by the style, the whole value on hover.
+        report["long_cells_without_title"] = evaluate(
+            "[...document.querySelectorAll('td.long')].filter(td => td.title !== td.textContent).length"
+        )
+        # A laptop and a phone.
+        for width, height, mobile, shot in ((1366, 900, False, screenshot), (390, 844, True, screenshot.replace(".png", "-phone.png"))):
+            browser.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+                session,
+            )
+            png = browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session)
+            with open(shot, "wb") as f:
+                f.write(base64.b64decode(png["data"]))
+            report.setdefault("screenshots", []).append(shot)
         report["screenshot"] = screenshot
         if decide is not None:
             report["decision"] = decide_first_approval(evaluate, decide)
