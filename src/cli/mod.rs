@@ -12,6 +12,7 @@ mod init_content;
 mod init_library;
 mod init_offer;
 mod receipts;
+mod receipts_summary;
 mod schema;
 mod serve;
 mod stdio;

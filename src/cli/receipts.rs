@@ -34,6 +34,11 @@ pub struct ReceiptsArgs {
     /// Print a JSON array of receipts (one per line) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Instead of the receipts, each upstream's and each tool's calls by outcome and latency
+    /// percentiles (p50, p99 of the calls sent upstream) over `--since` (default 1h): the
+    /// numbers of the status page's charts, read from the raw receipts.
+    #[arg(long, conflicts_with_all = ["tool", "caller", "outcome", "limit"])]
+    summary: bool,
     /// Read this receipts database instead of the one the configuration names: a SQLite file, or
     /// a PostgreSQL URL (postgres://…). No configuration is loaded: for a machine without the
     /// gateway's environment (its `${VAR}`s, its `api_key_env` keys), or a copy of the file.
@@ -73,6 +78,9 @@ pub fn run(args: ReceiptsArgs) -> ExitCode {
             }
         },
     };
+    if args.summary {
+        return super::receipts_summary::run(&source, args.since, args.json);
+    }
     let filter = Filter {
         tool: args.tool,
         caller: args.caller,

@@ -65,4 +65,8 @@ pub enum ReceiptError {
          with receipts.url set to it"
     )]
     MissingPostgres { url: String },
+    #[error(
+        "cannot read the traffic of {location} (status page charts, `receipts --summary`): {error}"
+    )]
+    Traffic { location: String, error: String },
 }

@@ -23,6 +23,7 @@ mod error;
 pub mod postgres;
 pub mod query;
 pub mod store;
+pub mod traffic;
 
 use std::borrow::Cow;
 use std::path::PathBuf;

@@ -22,7 +22,7 @@ use super::ReceiptError;
 use super::{Receipt, format_utc_millis, id_floor, millis_ago};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// `MIGRATIONS[v]` brings a database at version `v` to `v + 1` (0: no tables yet).
 pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -59,6 +59,8 @@ pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE receipts ADD COLUMN error_type text;
      ALTER TABLE receipts ADD COLUMN fallback text;
      ALTER TABLE receipts ADD COLUMN cached boolean;",
+    // 6: the per-minute summaries the status page's charts read (`traffic::rollup`).
+    super::traffic::rollup::PG_SCHEMA,
 ];
 
 /// Held while migrating (`pg_advisory_xact_lock`): any fixed number unlikely to collide.
@@ -303,6 +305,19 @@ fn migrate(client: &mut Client, location: &str) -> Result<(), ReceiptError> {
     transaction.commit().map_err(error)
 }
 
+/// A connection for a reader (`narrowgate receipts`, the status page, the roll-up), with the
+/// writer's connection timeout.
+pub fn connect(url: &str) -> Result<Client, ReceiptError> {
+    let error = |source| ReceiptError::Postgres {
+        url: display_url(url),
+        source,
+    };
+    let mut config = postgres::Config::from_str(url).map_err(error)?;
+    config.connect_timeout(CONNECT_TIMEOUT);
+    config.application_name("narrowgate");
+    config.connect(NoTls).map_err(error)
+}
+
 /// The receipts at `url` that match `filter`, oldest first (the most recent `limit` of them, if
 /// set), for `narrowgate receipts`. Never creates or changes anything.
 pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError> {
@@ -311,9 +326,7 @@ pub fn receipts(url: &str, filter: &Filter) -> Result<Vec<Receipt>, ReceiptError
         url: location.clone(),
         source,
     };
-    let mut config = postgres::Config::from_str(url).map_err(error)?;
-    config.connect_timeout(CONNECT_TIMEOUT);
-    let mut client = config.connect(NoTls).map_err(error)?;
+    let mut client = connect(url)?;
     let version: Option<i32> = client
         .query_one(
             "SELECT CASE WHEN to_regclass('narrowgate_schema_version') IS NULL THEN NULL \

@@ -2,10 +2,13 @@
 //! gateway writes. [`Source`] chooses between the SQLite file and PostgreSQL.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rusqlite::types::Value as SqlValue;
 
 use super::store::open_for_reading;
+use super::traffic::rollup::Store;
+use super::traffic::{self, Minutes, Traffic, Window};
 use super::{Filter, ReceiptError};
 use super::{Receipt, Settings, format_utc_millis, id_floor, millis_ago};
 
@@ -43,6 +46,30 @@ impl Source {
             Source::Sqlite(path) => receipts(path, filter),
             Source::Postgres(url) => super::postgres::receipts(url, filter),
         }
+    }
+}
+
+impl Source {
+    /// The status page's charts for `window`, ending in the minute of `now_millis`: summaries
+    /// where the roll-up has them, raw receipts for the last minutes (see [`traffic`]).
+    pub fn traffic(&self, window: Window, now_millis: i64) -> Result<Traffic, ReceiptError> {
+        let mut store = Store::open_reading(self)?;
+        traffic::read(&mut store, window, now_millis).map_err(|error| ReceiptError::Traffic {
+            location: self.to_string(),
+            error,
+        })
+    }
+
+    /// Every receipt written within `since` before now, tallied (`narrowgate receipts
+    /// --summary`): read from the raw receipts, not the summaries.
+    pub fn tally(&self, since: Duration) -> Result<Minutes, ReceiptError> {
+        let mut store = Store::open_reading(self)?;
+        store
+            .raw(millis_ago(since), None)
+            .map_err(|error| ReceiptError::Traffic {
+                location: self.to_string(),
+                error,
+            })
     }
 }
 

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::receipts::ReceiptError;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One table, keyed by the receipt id: a UUIDv7 of when it was written, so the key serves
 /// `--since`, retention and newest-first order, and a commit writes one b-tree page where a
@@ -76,7 +76,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Creates the folder and the file (owner-only on Unix: receipts may hold arguments), then opens
 /// it in WAL mode (flushing every commit when `fsync`) with the current schema.
-pub(super) fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, ReceiptError> {
+pub(in crate::receipts) fn open_for_writing(
+    path: &Path,
+    fsync: bool,
+) -> Result<Connection, ReceiptError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| ReceiptError::CreateDir {
             path: dir.to_path_buf(),
@@ -132,7 +135,12 @@ pub(super) fn open_for_writing(path: &Path, fsync: bool) -> Result<Connection, R
         transaction.execute_batch(ADD_RECOVERY).map_err(open_err)?;
     }
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
-    if (2..=4).contains(&found) {
+    // Version 6: the per-minute summaries of the status page's charts, empty until the roll-up
+    // runs (new tables only, so an older database needs nothing else).
+    transaction
+        .execute_batch(crate::receipts::traffic::rollup::SQLITE_SCHEMA)
+        .map_err(open_err)?;
+    if (2..=5).contains(&found) {
         tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
     }
     if found == 1 {
