@@ -572,3 +572,95 @@ async fn retention_prunes_old_receipts() {
         sha256_of(&json!({"message": "new"}))
     );
 }
+
+/// Proves: `narrowgate receipts --summary` counts, per tool and per upstream, exactly the calls the
+/// listing lists for the same window, by outcome (every outcome named, zeros included); a name
+/// no contract has is a tool without upstream and counts in no upstream; latency percentiles
+/// cover only calls sent upstream (none for a name only ever denied) and p50 ≤ p99; the table
+/// form names every tool; and the listing's filters are refused beside it (exit 2).
+#[tokio::test]
+async fn the_summary_counts_what_the_listing_lists() {
+    let gw = start("");
+    let alice = client(&gw.url, KEY).await;
+    for message in ["a", "b", "c"] {
+        let _ = call(&alice, "echo", json!({"message": message})).await;
+    }
+    let _ = call(
+        &alice,
+        "echo",
+        json!({"message": "far too long for the contract"}),
+    )
+    .await;
+    for _ in 0..2 {
+        let _ = call(&alice, "fail", json!({})).await;
+        let _ = call(&alice, "add", json!({"a": 1, "b": 2})).await;
+    }
+    let _ = call(&alice, "nope", json!({})).await;
+    let _ = alice.cancel().await;
+    let config = gw.config_path();
+    let listed = receipts_json(&config, &["--since", "1h"]);
+    assert_eq!(listed.len(), 9, "{listed:#?}");
+    let (code, stdout, stderr) =
+        receipts_command(&config, &["--summary", "--since", "1h", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let summary: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(summary["since_seconds"], 3600);
+    let mut expected: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for r in &listed {
+        let key = (
+            r["tool"].as_str().unwrap_or("").to_string(),
+            r["outcome"].as_str().unwrap_or("").to_string(),
+        );
+        *expected.entry(key).or_default() += 1;
+    }
+    let tools = summary["tools"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["add", "echo", "fail", "nope"]);
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap_or("");
+        let outcomes = tool["outcomes"].as_object().cloned().unwrap_or_default();
+        assert_eq!(outcomes.len(), 9, "every outcome named: {tool}");
+        for (outcome, n) in outcomes {
+            let listed = expected
+                .get(&(name.to_string(), outcome.clone()))
+                .copied()
+                .unwrap_or(0);
+            assert_eq!(n, listed, "{name} {outcome}");
+        }
+    }
+    assert_eq!(tools[1]["outcomes"]["rejected_input"], 1);
+    assert_eq!(tools[0]["outcomes"]["rate_limited"], 1);
+    let nope = &tools[3];
+    assert_eq!(nope["upstream"], Value::Null);
+    assert_eq!(nope["outcomes"]["denied"], 1);
+    assert_eq!(
+        nope["p50_ms"],
+        Value::Null,
+        "a denied call never reached an upstream"
+    );
+    let demo = &summary["upstreams"][0];
+    assert_eq!(demo["name"], "demo");
+    assert_eq!(demo["calls"], 8, "every call but the made-up name's");
+    let (p50, p99) = (demo["p50_ms"].as_f64(), demo["p99_ms"].as_f64());
+    assert!(
+        matches!((p50, p99), (Some(a), Some(b)) if 0.0 < a && a <= b),
+        "{demo}"
+    );
+
+    let (code, table, _) = receipts_command(&config, &["--summary"]);
+    assert_eq!(code, 0);
+    for name in [
+        "demo",
+        "add",
+        "echo",
+        "fail",
+        "nope",
+        "RATE_LIMITED",
+        "P99_MS",
+    ] {
+        assert!(table.contains(name), "{name} in {table}");
+    }
+    let (code, _, stderr) = receipts_command(&config, &["--summary", "--tool", "echo"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--tool"), "{stderr}");
+}

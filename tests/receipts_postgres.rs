@@ -1,8 +1,8 @@
 //! Receipts in PostgreSQL (`receipts: {url: postgres://…}`) against a real, private PostgreSQL
 //! server and the real binary: receipts are in the database when the call is answered, concurrent
 //! calls share commits, `narrowgate receipts` reads them with its filters, the schema is created on
-//! first start and migrated from an older version, and an unreachable or too new database is a
-//! clear error at start.
+//! first start and migrated from an older version, an unreachable or too new database is a
+//! clear error at start, and replicas summarise the receipts for the status page's charts once.
 
 use crate::common;
 
@@ -281,4 +281,129 @@ fn receipts_db(db: &str, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Receipts written every 20 s over the last three hours, straight into the database (as replicas
+/// would have written them): tools `echo` and `add` of `demo`, and a made-up name with no
+/// upstream; outcomes and durations vary.
+const PAST_RECEIPTS: &str = "
+INSERT INTO receipts (id, time, caller, tool, upstream, arguments_digest, outcome, attempts,
+    replayed, duration_ms)
+SELECT lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0')
+         || '-7000-8000-' || lpad(to_hex(n), 12, '0'),
+       to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+       'alice',
+       (ARRAY['echo', 'add', 'made-up'])[n % 3 + 1],
+       CASE WHEN n % 3 = 2 THEN NULL ELSE 'demo' END,
+       '',
+       (ARRAY['ok', 'ok', 'tool_error', 'rate_limited', 'ok', 'timeout', 'denied'])[n % 7 + 1],
+       1, false, (n % 50) * 1.7 + 0.3
+FROM (SELECT n, (extract(epoch FROM clock_timestamp()) * 1000)::bigint - n * 20000 AS ms
+      FROM generate_series(1, 540) AS n) AS t;
+";
+
+/// Each receipt's minute (from its UUIDv7 id) and its tool, as the roll-up reads them.
+fn receipt_minutes(pg: &Postgres) -> Vec<(i64, String)> {
+    pg.rows_in("postgres", "SELECT id, tool FROM receipts")
+        .into_iter()
+        .filter_map(|row| {
+            let id = row[0].clone()?;
+            let millis = i64::from_str_radix(&id[..8], 16).ok()? << 16
+                | i64::from_str_radix(&id[9..13], 16).ok()?;
+            Some((millis / 60_000, row[1].clone()?))
+        })
+        .collect()
+}
+
+/// Proves: on PostgreSQL, two replicas started together on a database holding three hours of
+/// receipts summarise every ended minute exactly once (the summaries' calls add up to the
+/// receipts of those minutes, not twice as many), and every quarter hour they completed too;
+/// `narrowgate receipts --summary --json --db URL` counts the same calls per tool from the raw
+/// receipts, with the latency percentiles of the calls sent upstream.
+#[tokio::test]
+async fn replicas_summarise_each_minute_once() {
+    let pg = Postgres::start();
+    drop(start(&pg.url())); // creates the schema
+    pg.batch(PAST_RECEIPTS);
+    pg.batch(
+        "DELETE FROM receipt_minutes_done; DELETE FROM receipt_minutes; \
+         DELETE FROM receipt_quarters;",
+    );
+    let replicas = [start(&pg.url()), start(&pg.url())];
+    let now_minute = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64 / 60_000)
+            .unwrap_or(0)
+    };
+    let until = || {
+        pg.value_in(
+            "postgres",
+            "SELECT coalesce(max(until), 0)::text FROM receipt_minutes_done",
+        )
+        .and_then(|u| u.parse::<i64>().ok())
+        .unwrap_or(0)
+    };
+    replicas[0]
+        .retry_until(
+            Duration::from_secs(60),
+            "the roll-up caught up with the last three hours",
+            async || match until() {
+                u if u >= now_minute() - 2 => Ok(()),
+                u => Err(format!("until {u}, now {}", now_minute())),
+            },
+        )
+        .await;
+    let until = until();
+    let minutes = receipt_minutes(&pg);
+    let sum = |table: &str| -> i64 {
+        pg.value_in(
+            "postgres",
+            &format!("SELECT coalesce(sum(calls), 0)::text FROM {table}"),
+        )
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(-1)
+    };
+    let ended = minutes.iter().filter(|(m, _)| *m < until).count() as i64;
+    assert!(
+        ended > 500,
+        "three hours of receipts, all but the last minutes: {ended}"
+    );
+    assert_eq!(sum("receipt_minutes"), ended, "each ended minute once");
+    let quarters = minutes.iter().filter(|(m, _)| *m < until / 15 * 15).count() as i64;
+    assert_eq!(
+        sum("receipt_quarters"),
+        quarters,
+        "each completed quarter once"
+    );
+
+    let (code, stdout, stderr) = receipts_db(&pg.url(), &["--summary", "--since", "24h", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    for tool in ["echo", "add", "made-up"] {
+        let expected = minutes.iter().filter(|(_, t)| t == tool).count();
+        let row = summary["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+            .unwrap_or_else(|| panic!("{tool} in {summary}"));
+        assert_eq!(row["calls"], expected, "{row}");
+        let outcomes: u64 = row["outcomes"]
+            .as_object()
+            .map(|o| o.values().filter_map(|v| v.as_u64()).sum())
+            .unwrap_or(0);
+        assert_eq!(outcomes as usize, expected, "{row}");
+    }
+    let names: Vec<&str> = summary["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["add", "echo", "made-up"], "by name");
+    assert_eq!(summary["tools"][2]["upstream"], serde_json::Value::Null);
+    let demo = &summary["upstreams"][0];
+    assert_eq!(demo["name"], "demo");
+    let (p50, p99) = (demo["p50_ms"].as_f64(), demo["p99_ms"].as_f64());
+    assert!(
+        matches!((p50, p99), (Some(a), Some(b)) if 0.3 <= a && a <= b && b <= 90.0),
+        "{demo}"
+    );
 }

@@ -43,9 +43,10 @@ pub enum ReceiptError {
     #[error("cannot start the receipts writer thread: {0}")]
     Thread(std::io::Error),
     #[error(
-        "the receipts database {url} (PostgreSQL): {source} \
+        "the receipts database {url} (PostgreSQL): {} \
          (check receipts.url in the configuration, that PostgreSQL is running and reachable, and \
-         the user's rights on the database)"
+         the user's rights on the database)",
+        postgres_detail(source)
     )]
     Postgres {
         url: String,
@@ -69,4 +70,12 @@ pub enum ReceiptError {
         "cannot read the traffic of {location} (status page charts, `receipts --summary`): {error}"
     )]
     Traffic { location: String, error: String },
+}
+
+/// A PostgreSQL error with the server's own words: the client's `Display` says only "db error".
+fn postgres_detail(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => error.to_string(),
+    }
 }

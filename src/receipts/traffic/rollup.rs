@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS receipt_quarters (
     PRIMARY KEY (minute, tool, upstream, outcome)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS receipt_minutes_done (
-    only  INTEGER PRIMARY KEY CHECK (only = 0),
+    id    INTEGER PRIMARY KEY CHECK (id = 0),
     until INTEGER NOT NULL
 );
 ";
@@ -76,7 +76,7 @@ CREATE TABLE receipt_quarters (
     PRIMARY KEY (minute, tool, upstream, outcome)
 );
 CREATE TABLE receipt_minutes_done (
-    only  integer PRIMARY KEY CHECK (only = 0),
+    id    integer PRIMARY KEY CHECK (id = 0),
     until bigint NOT NULL
 );
 ";
@@ -121,7 +121,7 @@ impl Store {
 
     /// Every minute before this one is summarised (None: nothing yet).
     fn done_until(&mut self) -> Result<Option<i64>, Failed> {
-        let sql = "SELECT until FROM receipt_minutes_done WHERE only = 0";
+        let sql = "SELECT until FROM receipt_minutes_done WHERE id = 0";
         match self {
             Store::Sqlite(c) => c
                 .query_row(sql, [], |row| row.get(0))
@@ -491,7 +491,7 @@ fn write_sqlite(c: &mut Connection, done: &Done, minutes: &Minutes) -> rusqlite:
     let transaction = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let found: Option<i64> = transaction
         .query_row(
-            "SELECT until FROM receipt_minutes_done WHERE only = 0",
+            "SELECT until FROM receipt_minutes_done WHERE id = 0",
             [],
             |r| r.get(0),
         )
@@ -505,8 +505,8 @@ fn write_sqlite(c: &mut Connection, done: &Done, minutes: &Minutes) -> rusqlite:
         sqlite_insert(&transaction, Width::Quarter, &Done::quarter(rows, quarter))?;
     }
     transaction.execute(
-        "INSERT INTO receipt_minutes_done (only, until) VALUES (0, ?1) \
-         ON CONFLICT (only) DO UPDATE SET until = excluded.until",
+        "INSERT INTO receipt_minutes_done (id, until) VALUES (0, ?1) \
+         ON CONFLICT (id) DO UPDATE SET until = excluded.until",
         params![done.to],
     )?;
     for width in [Width::Minute, Width::Quarter] {
@@ -567,7 +567,7 @@ fn write_pg(
     let mut transaction = c.transaction()?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&PG_LOCK])?;
     let found: Option<i64> = transaction
-        .query_opt("SELECT until FROM receipt_minutes_done WHERE only = 0", &[])?
+        .query_opt("SELECT until FROM receipt_minutes_done WHERE id = 0", &[])?
         .map(|r| r.get(0));
     if found != done.expected {
         return Ok(false);
@@ -582,8 +582,8 @@ fn write_pg(
         )?;
     }
     transaction.execute(
-        "INSERT INTO receipt_minutes_done (only, until) VALUES (0, $1) \
-         ON CONFLICT (only) DO UPDATE SET until = excluded.until",
+        "INSERT INTO receipt_minutes_done (id, until) VALUES (0, $1) \
+         ON CONFLICT (id) DO UPDATE SET until = excluded.until",
         &[&done.to],
     )?;
     for width in [Width::Minute, Width::Quarter] {
