@@ -90,10 +90,10 @@ fn print_table(
 ) -> io::Result<()> {
     writeln!(
         out,
-        "calls that ended in the last {} s, from {source}; latency of the calls sent upstream",
-        since.as_secs()
+        "calls that ended in the last {}, from {source}; latency of the calls sent upstream",
+        span(since)
     )?;
-    let mut header = vec!["".to_string(), "NAME".into(), "CALLS".into()];
+    let mut header = vec!["KIND".to_string(), "NAME".into(), "CALLS".into()];
     header.extend(Outcome::ALL.iter().map(|o| o.as_str().to_uppercase()));
     header.extend(["P50_MS".into(), "P99_MS".into()]);
     let row = |kind: &str, name: &str, tally: &Tally| {
@@ -141,4 +141,16 @@ fn print_table(
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     Ok(())
+}
+
+/// `90s`, `15m`, `1h`, `7d`: the largest unit that divides it, as `--since` is written.
+fn span(since: Duration) -> String {
+    let seconds = since.as_secs();
+    match seconds {
+        0 => "0s".to_string(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
