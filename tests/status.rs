@@ -1,6 +1,7 @@
 //! The status page (`GET /status`) against the real binary and the demo upstream over stdio: who
 //! may see it (401 with a Basic challenge, 403, 200), each panel, escaping of values from outside,
-//! the receipts filters, the same-origin guard on requests that change something, and the page in
+//! the receipts filters, the traffic charts' windows and totals (held to `narrowgate receipts
+//! --summary`), the same-origin guard on requests that change something, and the page in
 //! headless Chromium (Debian's `chromium`), with no console errors and a screenshot kept under
 //! `target/tmp/status-page/`.
 
@@ -207,8 +208,185 @@ async fn every_panel_is_present_and_values_are_escaped() {
     );
     // One script element: the page's own.
     assert_eq!(text.matches("<script").count(), 1);
-    // Small: style and script inline, four receipts (about 7 KB; 50 receipts make about 16 KB).
-    assert!(text.len() < 16 * 1024, "{} bytes", text.len());
+    // Small: style and script inline, four receipts (about 7 KB; 50 receipts make about 16 KB),
+    // and the traffic panel: three charts (demo, echo, the hostile name) with their numbers,
+    // the fill patterns, the legend, the totals and their style (about 13 KB more: 20 KB).
+    assert!(text.len() < 24 * 1024, "{} bytes", text.len());
+}
+
+/// The totals rows of the traffic panel (`<tr data-series=…>` of its `table.totals`), as
+/// `narrowgate receipts --summary --json` writes its entries: (upstreams, tools).
+fn totals(page: &str) -> (Vec<Value>, Vec<Value>) {
+    let start = page
+        .find("<section id=\"traffic\">")
+        .expect("the traffic section");
+    let section = &page[start..];
+    let section = &section[..section.find("</section>").expect("section end")];
+    let attribute = |tag: &str, name: &str| {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(unescape(&tag[at..at + tag[at..].find('"')?]))
+    };
+    let (mut upstreams, mut tools) = (vec![], vec![]);
+    for table in section.split("<table class=\"totals\"").skip(1) {
+        let table = &table[..table.find("</table>").expect("table end")];
+        let (head, body) = table.split_once("<tbody>").expect("a body");
+        let heads: Vec<String> = head
+            .split("<th")
+            .skip(2) // `<thead>`, then the headers
+            .map(|h| strip_tags(h.split_once('>').map_or("", |(_, t)| t)))
+            .collect();
+        for row in body.split("<tr ").skip(1) {
+            let tag = &format!(" {}", &row[..row.find('>').expect("tag end")]);
+            let cells: Vec<(&str, String)> = row
+                .split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let (tag, rest) = cell.split_once('>').unwrap_or(("", ""));
+                    (tag, strip_tags(rest.split("</td>").next().unwrap_or("")))
+                })
+                .collect();
+            let cell = |name: &str| {
+                let i = heads.iter().position(|h| h == name).expect(name);
+                cells[i].clone()
+            };
+            let count = |name: &str| json!(cell(name).1.parse::<u64>().expect(name));
+            let ms = |name: &str| match attribute(cell(name).0, "data-ms").as_deref() {
+                Some("") | None => Value::Null,
+                Some(exact) => json!(exact.parse::<f64>().expect("data-ms")),
+            };
+            let outcomes: serde_json::Map<String, Value> =
+                OUTCOMES.iter().map(|o| (o.to_string(), count(o))).collect();
+            let mut entry = json!({
+                "name": attribute(tag, "data-name").expect("data-name"),
+                "calls": count("calls"),
+                "outcomes": outcomes,
+                "p50_ms": ms("p50 ms"),
+                "p99_ms": ms("p99 ms"),
+            });
+            match attribute(tag, "data-series").as_deref() {
+                Some("tool") => {
+                    entry["upstream"] = json!(attribute(tag, "data-upstream"));
+                    tools.push(entry);
+                }
+                _ => upstreams.push(entry),
+            }
+        }
+    }
+    (upstreams, tools)
+}
+
+const OUTCOMES: [&str; 9] = [
+    "ok",
+    "tool_error",
+    "denied",
+    "rejected_input",
+    "rejected_output",
+    "rate_limited",
+    "timeout",
+    "unknown",
+    "upstream_error",
+];
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// `narrowgate receipts --summary --since SINCE --json --db FILE` on the gateway's receipts:
+/// (upstreams, tools), each with calls, both sorted by name.
+fn summary(gw: &Gateway, since: &str) -> (Vec<Value>, Vec<Value>) {
+    let db = gw.config_dir().join("data/receipts.db");
+    let db = db.to_str().expect("a UTF-8 path");
+    let (code, stdout, stderr) = common::receipts_command(
+        &gw.config_path(),
+        &["--summary", "--since", since, "--json", "--db", db],
+    );
+    assert_eq!(code, 0, "narrowgate receipts --summary failed: {stderr}");
+    let summary: Value = serde_json::from_str(&stdout).expect("JSON");
+    let list = |name: &str| sorted(summary[name].as_array().cloned().unwrap_or_default());
+    (list("upstreams"), list("tools"))
+}
+
+/// Entries with calls, by name: what both the page and the command list.
+fn sorted(mut entries: Vec<Value>) -> Vec<Value> {
+    entries.retain(|e| e["calls"].as_u64() > Some(0));
+    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    entries
+}
+
+/// Proves: each window (15m, 1h, 24h) renders the traffic panel first after the header, with its
+/// window marked current, the links keeping the receipts filters, and charts (role `img`, with a
+/// label) for the upstream and each called tool; any other window is a 400 naming the allowed.
+#[tokio::test]
+async fn each_window_renders_the_traffic_panel() {
+    let gw = start();
+    make_receipts(&gw).await;
+    for (window, words) in [("15m", "15 minutes"), ("1h", "hour"), ("24h", "24 hours")] {
+        let text = page(&gw, &format!("/status?window={window}&caller=alice")).await;
+        assert!(
+            text.contains("</header><section id=\"traffic\"><h2>Traffic</h2>"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "<a href=\"/status?caller=alice&amp;window={window}\" aria-current=\"page\">\
+                 last {words}</a>"
+            )),
+            "{window}: {text}"
+        );
+        assert!(text.contains(&format!("<h3>Totals over the last {words}</h3>")));
+        // demo, echo and the denied made-up name: each charted.
+        assert_eq!(
+            text.matches("role=\"img\" aria-label=").count(),
+            3,
+            "{window}: {text}"
+        );
+        assert!(
+            text.contains("aria-label=\"echo: 3 calls in the last"),
+            "{text}"
+        );
+        // The receipts filter keeps the window (the default needs no field).
+        let kept = format!("<input type=\"hidden\" name=\"window\" value=\"{window}\">");
+        assert_eq!(text.contains(&kept), window != "1h", "{window}");
+    }
+    for bad in ["bad", "1d", "60m"] {
+        let refused = get(&gw, &format!("/status?window={bad}"), Auth::Basic(KEY)).await;
+        assert_eq!(refused.status(), 400, "{bad}");
+        let body = refused.text().await.expect("body");
+        assert!(
+            body.contains("`window` must be one of 15m, 1h, 24h"),
+            "{body}"
+        );
+    }
+}
+
+/// Proves: the traffic panel's totals (each upstream's and each tool's calls, every outcome's
+/// count, p50 and p99 to the last bit) are what `narrowgate receipts --summary --json` reads from
+/// the raw receipts for the same window, the made-up tool name included (with no upstream), for
+/// each window.
+#[tokio::test]
+async fn the_totals_equal_the_receipts_summary() {
+    let gw = start();
+    make_receipts(&gw).await;
+    for (window, since) in [("15m", "15m"), ("1h", "1h"), ("24h", "24h")] {
+        let (upstreams, tools) = totals(&page(&gw, &format!("/status?window={window}")).await);
+        let (want_upstreams, want_tools) = summary(&gw, since);
+        assert_eq!(sorted(upstreams), want_upstreams, "{window}: upstreams");
+        assert_eq!(sorted(tools.clone()), want_tools, "{window}: tools");
+        let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo");
+        assert_eq!(echo["calls"], 3, "{echo}");
+        assert_eq!(echo["outcomes"]["rate_limited"], 1, "{echo}");
+        assert!(echo["p50_ms"].is_f64(), "{echo}");
+        let hostile = tools
+            .iter()
+            .find(|t| t["name"] == HOSTILE_TOOL)
+            .expect("the made-up name");
+        assert_eq!(hostile["upstream"], Value::Null);
+        assert_eq!(hostile["outcomes"]["denied"], 1);
+    }
 }
 
 /// Proves: the receipts panel's filters (caller, tool, outcome, limit; empty fields are no
@@ -346,8 +524,9 @@ fn drive_chromium(gw: &Gateway, key: &str, screenshot: &str, extra: &[&str]) -> 
 /// exception, failed load or CSP violation happens (and the capture does catch both kinds: its
 /// self-check); every header sits over its column (same alignment as its cells); every long
 /// value keeps its whole text on hover; every instant is shown in the browser's zone with the
-/// UTC text on hover; screenshots at a laptop's and a phone's width are kept under
-/// `target/tmp/status-page/`.
+/// UTC text on hover; the traffic panel draws a chart per called series (an image with a label)
+/// and its totals, read from the page as shown, equal `narrowgate receipts --summary --json`;
+/// screenshots at a laptop's and a phone's width are kept under `target/tmp/status-page/`.
 #[tokio::test]
 async fn the_page_works_in_headless_chromium() {
     let gw = start();
@@ -358,6 +537,7 @@ async fn the_page_works_in_headless_chromium() {
     assert_eq!(report["prompts_for_fetch"], 0, "{report}");
     assert_eq!(report["title"], "narrowgate status");
     for (panel, expected) in [
+        ("traffic", "demo\tup\t3"),
         ("upstreams", "demo\tup"),
         ("tools", "missing\tdemo\tdisabled"),
         ("receipts", "rate_limited"),
@@ -393,6 +573,29 @@ async fn the_page_works_in_headless_chromium() {
         assert_eq!(t["title"], format!("{utc} UTC"), "{t}");
         assert_ne!(t["text"], utc, "not shown in the browser's zone: {t}");
     }
+    // The charts and their totals, as the browser shows them, equal the command's numbers.
+    let traffic = &report["traffic"];
+    let rows = |series: &str| {
+        let rows = traffic["rows"].as_array().cloned().unwrap_or_default();
+        let mut of: Vec<Value> = rows.into_iter().filter(|r| r["series"] == series).collect();
+        for row in &mut of {
+            if let Some(row) = row.as_object_mut() {
+                row.remove("series");
+                if series == "upstream" {
+                    row.remove("upstream");
+                }
+            }
+        }
+        sorted(of)
+    };
+    let (want_upstreams, want_tools) = summary(&gw, "1h");
+    assert_eq!(rows("upstream"), want_upstreams, "{report}");
+    assert_eq!(rows("tool"), want_tools, "{report}");
+    assert_eq!(traffic["charts"], 3, "{report}");
+    assert_eq!(traffic["charts_as_images"], 3, "{report}");
+    // A bar per minute with calls: the calls came within a minute or two.
+    let bars = traffic["bars"].as_u64().unwrap_or_default();
+    assert!((3..=6).contains(&bars), "{report}");
     for name in ["status.png", "status-phone.png"] {
         let shot = std::fs::metadata(artefacts().join(name)).expect("screenshot kept");
         assert!(shot.len() > 1000, "{name}");

@@ -59,8 +59,30 @@ pub const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE receipts ADD COLUMN error_type text;
      ALTER TABLE receipts ADD COLUMN fallback text;
      ALTER TABLE receipts ADD COLUMN cached boolean;",
-    // 6: the per-minute summaries the status page's charts read (`traffic::rollup`).
-    super::traffic::rollup::PG_SCHEMA,
+    // 6: the per-minute and per-quarter-hour summaries the status page's charts read, and how far
+    // they go (`traffic::rollup`).
+    "CREATE TABLE receipt_minutes (
+         minute   bigint NOT NULL,
+         tool     text NOT NULL,
+         upstream text NOT NULL,
+         outcome  text NOT NULL,
+         calls    bigint NOT NULL,
+         latency  text NOT NULL,
+         PRIMARY KEY (minute, tool, upstream, outcome)
+     );
+     CREATE TABLE receipt_quarters (
+         minute   bigint NOT NULL,
+         tool     text NOT NULL,
+         upstream text NOT NULL,
+         outcome  text NOT NULL,
+         calls    bigint NOT NULL,
+         latency  text NOT NULL,
+         PRIMARY KEY (minute, tool, upstream, outcome)
+     );
+     CREATE TABLE receipt_minutes_done (
+         id    integer PRIMARY KEY CHECK (id = 0),
+         until bigint NOT NULL
+     );",
 ];
 
 /// Held while migrating (`pg_advisory_xact_lock`): any fixed number unlikely to collide.

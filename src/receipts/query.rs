@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::types::Value as SqlValue;
 
 use super::store::open_for_reading;
-use super::traffic::rollup::Store;
+use super::traffic::rollup::{Roller, Store};
 use super::traffic::{self, Minutes, Traffic, Window};
 use super::{Filter, ReceiptError};
 use super::{Receipt, Settings, format_utc_millis, id_floor, millis_ago};
@@ -50,10 +50,43 @@ impl Source {
 }
 
 impl Source {
+    /// Starts summarising this database for the status page's charts, on a thread of its own
+    /// (never on a call's path), until the [`Roller`] is dropped.
+    pub fn start_rollup(&self) -> Result<Roller, ReceiptError> {
+        let source = self.clone();
+        Roller::start(self.to_string(), move || source.summarising_store())
+    }
+
+    /// A connection that may write summaries (the roll-up's); the schema is the gateway's.
+    fn summarising_store(&self) -> Result<Store, ReceiptError> {
+        match self {
+            Source::Sqlite(path) => {
+                let error = |source| ReceiptError::Open {
+                    path: path.clone(),
+                    source,
+                };
+                let connection = rusqlite::Connection::open(path).map_err(error)?;
+                connection
+                    .busy_timeout(std::time::Duration::from_secs(5))
+                    .map_err(error)?;
+                Ok(Store::Sqlite(connection))
+            }
+            Source::Postgres(url) => Ok(Store::Postgres(super::postgres::connect(url)?)),
+        }
+    }
+
+    /// A connection for a window or a summary: never creates or changes anything.
+    fn reading_store(&self) -> Result<Store, ReceiptError> {
+        match self {
+            Source::Sqlite(path) => Ok(Store::Sqlite(open_for_reading(path)?)),
+            Source::Postgres(url) => Ok(Store::Postgres(super::postgres::connect(url)?)),
+        }
+    }
+
     /// The status page's charts for `window`, ending in the minute of `now_millis`: summaries
     /// where the roll-up has them, raw receipts for the last minutes (see [`traffic`]).
     pub fn traffic(&self, window: Window, now_millis: i64) -> Result<Traffic, ReceiptError> {
-        let mut store = Store::open_reading(self)?;
+        let mut store = self.reading_store()?;
         traffic::read(&mut store, window, now_millis).map_err(|error| ReceiptError::Traffic {
             location: self.to_string(),
             error,
@@ -63,7 +96,7 @@ impl Source {
     /// Every receipt written within `since` before now, tallied (`narrowgate receipts
     /// --summary`): read from the raw receipts, not the summaries.
     pub fn tally(&self, since: Duration) -> Result<Minutes, ReceiptError> {
-        let mut store = Store::open_reading(self)?;
+        let mut store = self.reading_store()?;
         store
             .raw(millis_ago(since), None)
             .map_err(|error| ReceiptError::Traffic {

@@ -24,8 +24,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::postgres::PgWriter;
-use super::query::Source;
-use super::traffic::rollup::Roller;
 use super::{Call, Receipt, ReceiptError, Settings};
 use backend::Backend;
 pub use file::open_for_reading;
@@ -56,9 +54,6 @@ pub struct ReceiptLog {
     /// Calls under way ([`ReceiptLog::call_started`]): a receipt waits for company only when
     /// there may be some.
     calls_under_way: AtomicUsize,
-    /// Summarises ended minutes for the status page's charts, on its own thread and connection
-    /// (never on a call's path); stops when the log is dropped.
-    _rollup: Roller,
 }
 
 /// A call under way, from [`ReceiptLog::call_started`] until dropped.
@@ -132,10 +127,8 @@ impl ReceiptLog {
             .name("receipts-writer".into())
             .spawn(move || background.run())
             .map_err(ReceiptError::Thread)?;
-        let rollup = Roller::start(Source::of(settings))?;
         tracing::info!(%location, "receipts database open");
         Ok(ReceiptLog {
-            _rollup: rollup,
             shared,
             writer_commits: settings.fsync || settings.url.is_some(),
             location,

@@ -101,8 +101,9 @@ pub struct Histogram {
 impl Histogram {
     /// The bucket a latency of `ms` falls in.
     fn bucket(ms: f64) -> u16 {
-        if !(ms > SMALLEST_MS) {
-            return 0; // also NaN
+        // Also NaN, which is not greater than anything.
+        if ms.is_nan() || ms <= SMALLEST_MS {
+            return 0;
         }
         let index = ((ms / SMALLEST_MS).log2() * PER_DOUBLING).ceil();
         if index >= f64::from(LAST_BUCKET) {

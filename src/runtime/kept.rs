@@ -14,6 +14,8 @@ use crate::config::{Config, StateBackend};
 use crate::mrtr::holders::Holders;
 use crate::mrtr::parked::ParkedCalls;
 use crate::policy::limits::Limits;
+use crate::receipts::query::Source;
+use crate::receipts::traffic::rollup::Roller;
 use crate::receipts::{ReceiptError, ReceiptLog, Settings};
 use crate::state::dedupe::DedupeCache;
 use crate::state::log_levels::LogLevels;
@@ -29,6 +31,9 @@ pub struct Kept {
     /// Where every `tools/call` leaves its receipt: kept while the receipt settings are unchanged.
     pub receipts: Arc<ReceiptLog>,
     receipt_settings: Settings,
+    /// Summarises the receipts for the status page's charts, on its own thread: kept with
+    /// `receipts` (a new database gets its own, and the old one stops when dropped).
+    rollup: Arc<Roller>,
     /// Rate-limit state: kept while `state` points at the same backend.
     pub limits: Arc<Limits>,
     /// Recorded answers of `dedupe` tools: kept while `state` points at the same backend.
@@ -55,9 +60,15 @@ impl Kept {
     /// receipts database cannot be opened.
     pub fn carry(previous: Option<&Kept>, config: &Config) -> Result<Kept, ReceiptError> {
         let receipt_settings = Settings::of(config);
-        let receipts = match previous {
-            Some(p) if p.receipt_settings == receipt_settings => p.receipts.clone(),
-            _ => Arc::new(ReceiptLog::open(&receipt_settings)?),
+        let (receipts, rollup) = match previous {
+            Some(p) if p.receipt_settings == receipt_settings => {
+                (p.receipts.clone(), p.rollup.clone())
+            }
+            _ => {
+                let log = ReceiptLog::open(&receipt_settings)?;
+                let rollup = Source::of(&receipt_settings).start_rollup()?;
+                (Arc::new(log), Arc::new(rollup))
+            }
         };
         let upstreams = config
             .upstreams
@@ -81,6 +92,7 @@ impl Kept {
             upstreams,
             receipts,
             receipt_settings,
+            rollup,
             limits: previous
                 .map(|p| p.limits.clone())
                 .filter(|l| l.serves(&state))

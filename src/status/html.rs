@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::{Filters, ToolRow, UpstreamRow, View};
+use super::{DEFAULT_WINDOW, Filters, ToolRow, UpstreamRow, View};
 use crate::receipts::{Outcome, Receipt};
 use crate::status::approvals::{Pending, PendingView};
 
@@ -56,7 +56,7 @@ fn long_cell(text: &str) -> String {
 
 /// An instant written in UTC (RFC 3339). The page's script shows it in the browser's zone and
 /// keeps the UTC text on hover; without the script it reads as UTC.
-fn time(utc: &str) -> String {
+pub(super) fn time(utc: &str) -> String {
     let utc = escape(utc);
     format!("<time datetime=\"{utc}\" title=\"{utc} UTC\">{utc}</time>")
 }
@@ -74,6 +74,8 @@ pub fn render(view: &View) -> String {
         escape(&view.caller),
         time(&view.now),
     );
+    // First: during an incident, what changed and when is the question.
+    page.push_str(&view.traffic);
     upstreams(&mut page, &view.upstreams);
     tools(&mut page, &view.tools);
     receipts(&mut page, &view.filters, &view.receipts);
@@ -144,11 +146,22 @@ fn receipts(page: &mut String, filters: &Filters, rows: &Result<Vec<Receipt>, St
         };
         let _ = write!(page, "<option{selected}>{outcome}</option>");
     }
+    // The chart window is kept by filtering and by clearing the filters.
+    let (window, clear) = match filters.window == DEFAULT_WINDOW {
+        true => (String::new(), String::new()),
+        false => (
+            format!(
+                "<input type=\"hidden\" name=\"window\" value=\"{}\">",
+                filters.window
+            ),
+            format!("?window={}", filters.window),
+        ),
+    };
     let _ = write!(
         page,
         "</select></label><label>at most<input name=\"limit\" type=\"number\" min=\"1\" \
-         max=\"{}\" value=\"{}\"></label><button type=\"submit\">filter</button> \
-         <a href=\"/status\">clear</a></form>",
+         max=\"{}\" value=\"{}\"></label>{window}<button type=\"submit\">filter</button> \
+         <a href=\"/status{clear}\">clear</a></form>",
         crate::status::MAX_LIMIT,
         filters.limit,
     );

@@ -1,15 +1,17 @@
 //! `GET /status`: an HTML page for callers with the `admin` role and for approvers. Its panels:
-//! the upstreams and their health (what `/readyz` knows), every tool with its verdict and
-//! reason (the catalog), recent receipts with filters (`?caller=&tool=&outcome=&limit=`, read by
-//! the same query code as `narrowgate receipts`), the calls a rate limit refused (receipts with
-//! outcome `rate_limited`), and the pending approvals ([`approvals`], the page's one seam with
-//! them).
+//! the traffic over a window (`?window=15m|1h|24h`: charts per upstream and per tool, in
+//! [`charts`]), the upstreams and their health (what `/readyz` knows), every tool with its
+//! verdict and reason (the catalog), recent receipts with filters
+//! (`?caller=&tool=&outcome=&limit=`, read by the same query code as `narrowgate receipts`), the
+//! calls a rate limit refused (receipts with outcome `rate_limited`), and the pending approvals
+//! ([`approvals`], the page's one seam with them).
 //!
 //! It sits beside the MCP endpoint with the same first layers (`http::admit`,
 //! `http::check_host_and_origin`), then [`browser::authenticate`], which also accepts HTTP Basic
 //! so that a browser can sign in.
 
 pub mod approvals;
+mod charts;
 mod html;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use crate::policy::Caller;
 use crate::receipts::Filter;
 use crate::receipts::query::Source;
+use crate::receipts::traffic::{Traffic, Window};
 use crate::receipts::{Outcome, Receipt, Settings};
 use crate::request::Admitted;
 use crate::request::rejection::Rejection;
@@ -36,20 +39,24 @@ pub const DEFAULT_LIMIT: u64 = 50;
 pub const MAX_LIMIT: u64 = 500;
 /// Rate-limit refusals shown.
 pub const RATE_LIMITED_SHOWN: u64 = 20;
+/// The charts' window when the query does not say.
+pub const DEFAULT_WINDOW: Window = Window::Hour;
 
 /// Whether `caller` may see the status page: a caller with the `admin` role, or an approver.
 pub fn may_see_status(caller: &Caller, gateway: &Version) -> bool {
     caller.roles.iter().any(|r| r == ADMIN_ROLE) || approvals::is_approver(caller, gateway)
 }
 
-/// The query string: the receipts panel's filters. An empty field is no filter; a name given
-/// twice takes its last value; unknown names are ignored.
+/// The query string: the receipts panel's filters and the charts' window. An empty field is no
+/// filter (the default window); a name given twice takes its last value; unknown names are
+/// ignored.
 #[derive(Debug, Default)]
 struct Query_ {
     caller: Option<String>,
     tool: Option<String>,
     outcome: Option<String>,
     limit: Option<String>,
+    window: Option<String>,
 }
 
 impl Query_ {
@@ -61,6 +68,7 @@ impl Query_ {
                 "tool" => &mut q.tool,
                 "outcome" => &mut q.outcome,
                 "limit" => &mut q.limit,
+                "window" => &mut q.window,
                 _ => continue,
             };
             *field = Some(value.into_owned());
@@ -69,13 +77,14 @@ impl Query_ {
     }
 }
 
-/// The receipts panel's filters, as read from the query.
+/// The receipts panel's filters and the charts' window, as read from the query.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Filters {
     caller: Option<String>,
     tool: Option<String>,
     outcome: Option<Outcome>,
     limit: u64,
+    window: Window,
 }
 
 impl Filters {
@@ -95,12 +104,38 @@ impl Filters {
                 _ => return Err(format!("`limit` must be a number from 1 to {MAX_LIMIT}")),
             },
         };
+        let window = match given(query.window) {
+            None => DEFAULT_WINDOW,
+            Some(name) => Window::parse(name.trim()).ok_or_else(|| {
+                let names: Vec<&str> = Window::ALL.iter().map(|w| w.as_str()).collect();
+                format!("`window` must be one of {}", names.join(", "))
+            })?,
+        };
         Ok(Filters {
             caller: given(query.caller),
             tool: given(query.tool),
             outcome,
             limit,
+            window,
         })
+    }
+
+    /// The receipts filters as a query string (without the window), for links that change the
+    /// window and keep the rest.
+    fn query(&self) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [("caller", &self.caller), ("tool", &self.tool)] {
+            if let Some(value) = value {
+                query.append_pair(name, value);
+            }
+        }
+        if let Some(outcome) = self.outcome {
+            query.append_pair("outcome", outcome.as_str());
+        }
+        if self.limit != DEFAULT_LIMIT {
+            query.append_pair("limit", &self.limit.to_string());
+        }
+        query.finish()
     }
 }
 
@@ -128,12 +163,16 @@ pub(crate) struct View {
     filters: Filters,
     receipts: Result<Vec<Receipt>, String>,
     rate_limited: Result<Vec<Receipt>, String>,
+    /// The traffic panel, rendered here by [`charts`] (which uses `html`'s escaping: `html`
+    /// calling it would make the two import each other).
+    traffic: String,
     approvals: approvals::Pending,
     approver: bool,
 }
 
 /// `GET /status`. 401 without credentials (from [`browser::authenticate`]), 403 for a caller
-/// who is neither admin nor approver, 400 for filters that mean nothing, else the page.
+/// who is neither admin nor approver, 400 for filters or a window that mean nothing, else the
+/// page.
 pub async fn page(request: Request) -> Result<Response, Rejection> {
     let admitted = request
         .extensions()
@@ -151,15 +190,32 @@ pub async fn page(request: Request) -> Result<Response, Rejection> {
         Ok(filters) => filters,
         Err(e) => return Ok((StatusCode::BAD_REQUEST, e).into_response()),
     };
-    let (receipts, rate_limited) = read_receipts(&gateway, &filters).await;
+    let now = now_millis();
+    let (receipts, rate_limited, traffic) = read_receipts(&gateway, &filters, now).await;
+    let (upstreams, tools) = (upstreams(&gateway), tools(&gateway));
+    let mut panel = String::new();
+    charts::section(
+        &mut panel,
+        &charts::Panel {
+            window: filters.window,
+            traffic: &traffic,
+            upstreams: upstreams
+                .iter()
+                .map(|u| (u.name.as_str(), u.state))
+                .collect(),
+            tools: tools.iter().map(|t| (t.name.as_str(), t.state)).collect(),
+            others: &filters.query(),
+        },
+    );
     let view = View {
         caller: caller.name.clone(),
-        now: crate::receipts::format_utc_millis(now_millis()),
-        upstreams: upstreams(&gateway),
-        tools: tools(&gateway),
+        now: crate::receipts::format_utc_millis(now),
+        upstreams,
+        tools,
         filters,
         receipts,
         rate_limited,
+        traffic: panel,
         approvals: approvals::pending(&gateway).await,
         approver: approvals::is_approver(&caller, &gateway),
     };
@@ -254,9 +310,14 @@ fn tools(gateway: &Version) -> Vec<ToolRow> {
 
 type Read = Result<Vec<Receipt>, String>;
 
-/// The receipts the filters select and the latest rate-limit refusals, read like `narrowgate
-/// receipts` reads them (the SQLite file read-only, or PostgreSQL), off the async threads.
-async fn read_receipts(gateway: &Version, filters: &Filters) -> (Read, Read) {
+/// The receipts the filters select, the latest rate-limit refusals and the traffic of the window
+/// ending `now` (milliseconds since the epoch), read like `narrowgate receipts` reads them (the
+/// SQLite file read-only, or PostgreSQL), off the async threads.
+async fn read_receipts(
+    gateway: &Version,
+    filters: &Filters,
+    now: i64,
+) -> (Read, Read, Result<Traffic, String>) {
     let source = Source::of(&Settings::of(&gateway.config));
     let selected = Filter {
         tool: filters.tool.clone(),
@@ -270,15 +331,17 @@ async fn read_receipts(gateway: &Version, filters: &Filters) -> (Read, Read) {
         limit: Some(RATE_LIMITED_SHOWN),
         ..Filter::default()
     };
+    let window = filters.window;
     let read = tokio::task::spawn_blocking(move || {
         let read = |filter: &Filter| source.receipts(filter).map_err(|e| e.to_string());
-        (read(&selected), read(&refused))
+        let traffic = source.traffic(window, now).map_err(|e| e.to_string());
+        (read(&selected), read(&refused), traffic)
     });
     match read.await {
-        Ok(both) => both,
+        Ok(all) => all,
         Err(_) => {
-            let failed = || Err("the reading task failed".to_string());
-            (failed(), failed())
+            let failed = "the reading task failed".to_string();
+            (Err(failed.clone()), Err(failed.clone()), Err(failed))
         }
     }
 }
@@ -307,7 +370,8 @@ mod tests {
                 caller: None,
                 tool: None,
                 outcome: None,
-                limit: DEFAULT_LIMIT
+                limit: DEFAULT_LIMIT,
+                window: DEFAULT_WINDOW,
             })
         );
         let some = Filters::of(query(&[
@@ -322,5 +386,22 @@ mod tests {
         assert!(Filters::of(query(&[("outcome", "nope")])).is_err());
         assert!(Filters::of(query(&[("limit", "0")])).is_err());
         assert!(Filters::of(query(&[("limit", "501")])).is_err());
+    }
+
+    /// Proves: the window is read from the query (1h by default, an empty value too), anything
+    /// but 15m, 1h and 24h is refused with the allowed values named, and the links that change
+    /// the window keep the receipts filters, encoded.
+    #[test]
+    fn the_window_is_read_from_the_query() {
+        let window = |w: &str| Filters::of(query(&[("window", w)])).map(|f| f.window);
+        assert_eq!(window(""), Ok(Window::Hour));
+        assert_eq!(window("15m"), Ok(Window::FifteenMinutes));
+        assert_eq!(window("24h"), Ok(Window::Day));
+        let refused = window("2h").expect_err("2h is not a window");
+        assert!(refused.contains("15m, 1h, 24h"), "{refused}");
+        let filters =
+            Filters::of(query(&[("caller", "a+b%26c"), ("limit", "5")])).expect("filters");
+        assert_eq!(filters.query(), "caller=a+b%26c&limit=5");
+        assert_eq!(Filters::of(query(&[])).expect("none").query(), "");
     }
 }

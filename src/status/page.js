@@ -31,8 +31,23 @@ document.addEventListener("click", async (event) => {
     buttons.forEach((b) => { b.disabled = false; });
   }
 });
-// Instants arrive in UTC; an operator reads them in their own zone, the UTC text on hover.
+// Instants arrive in UTC; an operator reads them in their own zone, the UTC text on hover. The
+// charts' times are a time of day (`hm`), with the weekday over 24 hours (`dhm`).
+const forms = {
+  hm: { hour: "2-digit", minute: "2-digit" },
+  dhm: { weekday: "short", hour: "2-digit", minute: "2-digit" },
+};
 for (const t of document.querySelectorAll("time[datetime]")) {
   const at = new Date(t.dateTime);
-  if (!Number.isNaN(at.getTime())) t.textContent = at.toLocaleString();
+  if (Number.isNaN(at.getTime())) continue;
+  const form = forms[t.className];
+  t.textContent = form ? at.toLocaleString([], form) : at.toLocaleString();
+}
+// A bar's hover text leads with its minute in UTC ("HH:MM UTC — …"): shown in the zone too.
+for (const t of document.querySelectorAll("title[data-at]")) {
+  const at = new Date(t.dataset.at);
+  const rest = t.textContent.indexOf(" — ");
+  if (!Number.isNaN(at.getTime()) && rest > 0) {
+    t.textContent = at.toLocaleString([], forms.hm) + t.textContent.slice(rest);
+  }
 }

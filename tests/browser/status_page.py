@@ -3,7 +3,8 @@ the protocol as NUL-separated JSON on file descriptors 3 and 4, so the standard 
 
 Signs in the way a person would: the page answers 401 with a Basic challenge and the browser is
 given the credentials when it asks (Fetch.authRequired). Then reports, as one JSON object on
-stdout: each panel's text, every console error, exception and failed load (CSP violations
+stdout: each panel's text, the traffic panel's totals as data and its number of charts and bars,
+every console error, exception and failed load (CSP violations
 included; a self-check at the end proves both kinds are caught), how often the browser asked for credentials, what a fetch from the page's own script
 got back, the number of <script> elements, and where the screenshot was written.
 
@@ -24,7 +25,31 @@ import tempfile
 import time
 
 DEADLINE = 60.0
-PANELS = ["upstreams", "tools", "receipts", "rate-limited", "approvals"]
+PANELS = ["traffic", "upstreams", "tools", "receipts", "rate-limited", "approvals"]
+OUTCOMES = ["ok", "tool_error", "denied", "rejected_input", "rejected_output", "rate_limited",
+            "timeout", "unknown", "upstream_error"]
+# The traffic panel as shown: each totals row in the shape of `narrowgate receipts --summary
+# --json`'s entries (counts from the cells under their headers, latencies exact from data-ms),
+# the charts (and those that are labelled images) and their bars with a hover text.
+TRAFFIC = """(() => {
+  const rows = [];
+  for (const table of document.querySelectorAll('#traffic table.totals')) {
+    const heads = [...table.querySelectorAll('thead th')].map(h => h.textContent);
+    for (const tr of table.querySelectorAll('tbody tr[data-series]')) {
+      const cell = name => tr.cells[heads.indexOf(name)];
+      const ms = name => cell(name).dataset.ms === '' ? null : Number(cell(name).dataset.ms);
+      const outcomes = Object.fromEntries(OUTCOMES.map(o => [o, Number(cell(o).textContent)]));
+      rows.push({series: tr.dataset.series, name: tr.dataset.name,
+                 upstream: tr.dataset.upstream ?? null, calls: Number(cell('calls').textContent),
+                 outcomes, p50_ms: ms('p50 ms'), p99_ms: ms('p99 ms')});
+    }
+  }
+  const charts = [...document.querySelectorAll('#traffic svg.traffic')];
+  return {rows, charts: charts.length,
+          charts_as_images: charts.filter(c => c.getAttribute('role') === 'img'
+                                            && (c.getAttribute('aria-label') || '') !== '').length,
+          bars: document.querySelectorAll('#traffic svg.traffic rect.hit title').length};
+})()"""
 
 
 class Browser:
@@ -206,6 +231,7 @@ def main():
             % json.dumps(PANELS)
         )
         report["scripts"] = evaluate("document.querySelectorAll('script').length")
+        report["traffic"] = evaluate(TRAFFIC.replace("OUTCOMES", json.dumps(OUTCOMES)))
         if needle is not None:
             report["needle_as_text"] = evaluate(f"document.body.innerText.includes({json.dumps(needle)})")
             report["needle_elements"] = evaluate(

@@ -42,6 +42,33 @@ CREATE TABLE IF NOT EXISTS receipts (
 ) WITHOUT ROWID;
 ";
 
+/// Version 6: the per-minute and per-quarter-hour summaries of the status page's charts
+/// (`receipts::traffic::rollup` writes them), and how far they go.
+const SUMMARIES: &str = "
+CREATE TABLE IF NOT EXISTS receipt_minutes (
+    minute   INTEGER NOT NULL,
+    tool     TEXT NOT NULL,
+    upstream TEXT NOT NULL,
+    outcome  TEXT NOT NULL,
+    calls    INTEGER NOT NULL,
+    latency  TEXT NOT NULL,
+    PRIMARY KEY (minute, tool, upstream, outcome)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipt_quarters (
+    minute   INTEGER NOT NULL,
+    tool     TEXT NOT NULL,
+    upstream TEXT NOT NULL,
+    outcome  TEXT NOT NULL,
+    calls    INTEGER NOT NULL,
+    latency  TEXT NOT NULL,
+    PRIMARY KEY (minute, tool, upstream, outcome)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipt_minutes_done (
+    id    INTEGER PRIMARY KEY CHECK (id = 0),
+    until INTEGER NOT NULL
+);
+";
+
 /// From version 2: `reason` (why a call was denied, e.g. the precondition that was false).
 const ADD_REASON: &str = "ALTER TABLE receipts ADD COLUMN reason TEXT;";
 
@@ -137,9 +164,7 @@ pub(in crate::receipts) fn open_for_writing(
     transaction.execute_batch(SCHEMA).map_err(open_err)?;
     // Version 6: the per-minute summaries of the status page's charts, empty until the roll-up
     // runs (new tables only, so an older database needs nothing else).
-    transaction
-        .execute_batch(crate::receipts::traffic::rollup::SQLITE_SCHEMA)
-        .map_err(open_err)?;
+    transaction.execute_batch(SUMMARIES).map_err(open_err)?;
     if (2..=5).contains(&found) {
         tracing::info!(path = %path.display(), "receipts database upgraded to schema version {SCHEMA_VERSION}");
     }

@@ -19,7 +19,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{GRACE_MS, KEPT_MINUTES, Key, Minutes};
-use crate::receipts::query::Source;
 use crate::receipts::{Outcome, ReceiptError, id_floor};
 
 /// The most minutes one pass summarises.
@@ -28,58 +27,6 @@ pub const CHUNK_MINUTES: i64 = 30;
 const PERIOD: Duration = Duration::from_secs(15);
 /// Held while a PostgreSQL pass writes (`pg_advisory_xact_lock`), so replicas take turns.
 const PG_LOCK: i64 = 0x6e61_7272_6f78;
-
-/// The SQLite tables (schema version 6).
-pub const SQLITE_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS receipt_minutes (
-    minute   INTEGER NOT NULL,
-    tool     TEXT NOT NULL,
-    upstream TEXT NOT NULL,
-    outcome  TEXT NOT NULL,
-    calls    INTEGER NOT NULL,
-    latency  TEXT NOT NULL,
-    PRIMARY KEY (minute, tool, upstream, outcome)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS receipt_quarters (
-    minute   INTEGER NOT NULL,
-    tool     TEXT NOT NULL,
-    upstream TEXT NOT NULL,
-    outcome  TEXT NOT NULL,
-    calls    INTEGER NOT NULL,
-    latency  TEXT NOT NULL,
-    PRIMARY KEY (minute, tool, upstream, outcome)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS receipt_minutes_done (
-    id    INTEGER PRIMARY KEY CHECK (id = 0),
-    until INTEGER NOT NULL
-);
-";
-
-/// The PostgreSQL tables (migration 6).
-pub const PG_SCHEMA: &str = "
-CREATE TABLE receipt_minutes (
-    minute   bigint NOT NULL,
-    tool     text NOT NULL,
-    upstream text NOT NULL,
-    outcome  text NOT NULL,
-    calls    bigint NOT NULL,
-    latency  text NOT NULL,
-    PRIMARY KEY (minute, tool, upstream, outcome)
-);
-CREATE TABLE receipt_quarters (
-    minute   bigint NOT NULL,
-    tool     text NOT NULL,
-    upstream text NOT NULL,
-    outcome  text NOT NULL,
-    calls    bigint NOT NULL,
-    latency  text NOT NULL,
-    PRIMARY KEY (minute, tool, upstream, outcome)
-);
-CREATE TABLE receipt_minutes_done (
-    id    integer PRIMARY KEY CHECK (id = 0),
-    until bigint NOT NULL
-);
-";
 
 /// A connection able to summarise: the SQLite file or PostgreSQL.
 pub enum Store {
@@ -91,34 +38,6 @@ pub enum Store {
 type Failed = String;
 
 impl Store {
-    /// Opens `source` for summarising (its schema must be there already: the gateway created it).
-    pub fn open(source: &Source) -> Result<Store, ReceiptError> {
-        match source {
-            Source::Sqlite(path) => {
-                let error = |source| ReceiptError::Open {
-                    path: path.clone(),
-                    source,
-                };
-                let connection = Connection::open(path).map_err(error)?;
-                connection
-                    .busy_timeout(Duration::from_secs(5))
-                    .map_err(error)?;
-                Ok(Store::Sqlite(connection))
-            }
-            Source::Postgres(url) => Ok(Store::Postgres(crate::receipts::postgres::connect(url)?)),
-        }
-    }
-
-    /// Opens `source` read-only, for a window or a summary: never creates or changes anything.
-    pub fn open_reading(source: &Source) -> Result<Store, ReceiptError> {
-        match source {
-            Source::Sqlite(path) => Ok(Store::Sqlite(crate::receipts::store::open_for_reading(
-                path,
-            )?)),
-            Source::Postgres(url) => Ok(Store::Postgres(crate::receipts::postgres::connect(url)?)),
-        }
-    }
-
     /// Every minute before this one is summarised (None: nothing yet).
     fn done_until(&mut self) -> Result<Option<i64>, Failed> {
         let sql = "SELECT until FROM receipt_minutes_done WHERE id = 0";
@@ -218,37 +137,44 @@ pub struct Roller {
 }
 
 impl Roller {
-    /// Starts summarising `source` on a thread of its own. Failures (the database away for a
-    /// while) are logged and tried again at the next period: the summaries only lag.
-    pub fn start(source: Source) -> Result<Roller, ReceiptError> {
+    /// Starts summarising on a thread of its own, through connections made by `open`
+    /// (`location` names the database in logs). Failures (the database away for a while) are
+    /// logged and tried again at the next period: the summaries only lag.
+    pub fn start(
+        location: String,
+        open: impl FnMut() -> Result<Store, ReceiptError> + Send + 'static,
+    ) -> Result<Roller, ReceiptError> {
         let (stop, stopped) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("receipts-rollup".into())
-            .spawn(move || run(&source, &stopped))
+            .spawn(move || run(&location, open, &stopped))
             .map_err(ReceiptError::Thread)?;
         Ok(Roller { _stop: stop })
     }
 }
 
-fn run(source: &Source, stopped: &mpsc::Receiver<()>) {
+fn run(
+    location: &str,
+    mut open: impl FnMut() -> Result<Store, ReceiptError>,
+    stopped: &mpsc::Receiver<()>,
+) {
     let mut store: Option<Store> = None;
     loop {
         let connected = match store.take() {
             Some(open) => Ok(open),
-            None => Store::open(source).map_err(|e| e.to_string()),
+            None => open().map_err(|e| e.to_string()),
         };
         match connected {
             Ok(mut open) => {
-                let caught_up = catch_up(&mut open, stopped);
-                // A failed connection is opened anew; SQLite's and PostgreSQL's alike.
-                if let Err(e) = caught_up {
-                    tracing::warn!(location = %source, error = %e, "cannot summarise receipts for the status page's charts; trying again shortly");
+                // A connection that failed is opened anew at the next period.
+                if let Err(e) = catch_up(&mut open, stopped) {
+                    tracing::warn!(%location, error = %e, "cannot summarise receipts for the status page's charts; trying again shortly");
                 } else {
                     store = Some(open);
                 }
             }
             Err(e) => {
-                tracing::warn!(location = %source, error = %e, "cannot open the receipts database to summarise it; trying again shortly");
+                tracing::warn!(%location, error = %e, "cannot open the receipts database to summarise it; trying again shortly");
             }
         }
         match stopped.recv_timeout(PERIOD) {
