@@ -389,6 +389,143 @@ async fn the_totals_equal_the_receipts_summary() {
     }
 }
 
+/// `narrowgate receipts --summary --since SINCE --json --db DB`: (upstreams, tools) with calls,
+/// by name.
+fn summary_of(db: &std::path::Path, since: &str) -> (Vec<Value>, Vec<Value>) {
+    let db = db.to_str().expect("a UTF-8 path");
+    let out = Command::new(env!("CARGO_BIN_EXE_narrowgate"))
+        .args([
+            "receipts",
+            "--summary",
+            "--since",
+            since,
+            "--json",
+            "--db",
+            db,
+        ])
+        .output()
+        .expect("run narrowgate receipts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let list = |name: &str| sorted(summary[name].as_array().cloned().unwrap_or_default());
+    (list("upstreams"), list("tools"))
+}
+
+/// Three hours of receipts, one every 20 s up to 20 s ago, written straight into the database as
+/// a gateway would have: `echo` of `demo` with varied outcomes and latencies, and the hostile
+/// made-up name (denied, no upstream). None within two minutes of a window's edge (15 and 60
+/// minutes ago), where the page's bars (whole minutes) and `--since` (to the millisecond) differ.
+fn seed_past_receipts(db: &std::path::Path) {
+    let connection = rusqlite::Connection::open(db).expect("the receipts database");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let outcomes = [
+        "ok",
+        "ok",
+        "tool_error",
+        "ok",
+        "rate_limited",
+        "timeout",
+        "ok",
+    ];
+    for n in 1..=540_i64 {
+        let millis = now - n * 20_000;
+        let minutes_ago = n / 3;
+        if (13..17).contains(&minutes_ago) || (58..62).contains(&minutes_ago) {
+            continue;
+        }
+        let id = format!(
+            "{:08x}-{:04x}-7000-8000-{n:012x}",
+            millis >> 16,
+            millis & 0xffff
+        );
+        let (tool, upstream, outcome) = match n % 5 {
+            0 => (HOSTILE_TOOL, None, "denied"),
+            _ => ("echo", Some("demo"), outcomes[(n % 7) as usize]),
+        };
+        connection
+            .execute(
+                "INSERT INTO receipts (id, time, caller, tool, upstream, arguments_digest, \
+                 outcome, attempts, replayed, duration_ms) \
+                 VALUES (?1, '', 'alice', ?2, ?3, '', ?4, 1, 0, ?5)",
+                rusqlite::params![id, tool, upstream, outcome, (n % 40) as f64 * 2.5 + 0.4],
+            )
+            .expect("insert");
+    }
+    // As if no gateway of this version had summarised this store yet.
+    connection
+        .execute_batch(
+            "DELETE FROM receipt_minutes_done; DELETE FROM receipt_minutes; \
+             DELETE FROM receipt_quarters;",
+        )
+        .expect("forget the summaries");
+}
+
+/// Proves: receipts written hours before the gateway started, which its roll-up summarises when
+/// it starts and the page then reads from the summaries (per minute and per quarter hour), give
+/// totals equal to what `narrowgate receipts --summary` counts from the raw receipts, for each
+/// window, with nothing reported missing; the day's charts hold them in quarter-hour bars.
+#[tokio::test]
+async fn summarised_hours_equal_the_raw_receipts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("receipts.db");
+    let receipts = format!("receipts:\n  path: {}\n", db.display());
+    drop(start_with(&receipts)); // creates the schema
+    seed_past_receipts(&db);
+    let gw = start_with(&receipts);
+    let until = || -> i64 {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| c.query_row("SELECT until FROM receipt_minutes_done", [], |r| r.get(0)))
+            .unwrap_or(0)
+    };
+    let now_minute = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64 / 60_000)
+            .unwrap_or(0)
+    };
+    gw.retry_until(
+        Duration::from_secs(60),
+        "the roll-up caught up with three hours of receipts",
+        async || match until() {
+            u if u >= now_minute() - 2 => Ok(()),
+            u => Err(format!("until {u}, now {}", now_minute())),
+        },
+    )
+    .await;
+    let mut bars = Vec::new();
+    for window in ["15m", "1h", "24h"] {
+        let text = page(&gw, &format!("/status?window={window}")).await;
+        assert!(!text.contains("still being summarised"), "{window}");
+        let (upstreams, tools) = totals(&text);
+        let (want_upstreams, want_tools) = summary_of(&db, window);
+        assert!(!want_tools.is_empty(), "{window}");
+        assert_eq!(sorted(upstreams), want_upstreams, "{window}: upstreams");
+        assert_eq!(sorted(tools), want_tools, "{window}: tools");
+        bars.push(text.matches("<rect class=\"hit\"").count());
+    }
+    let (_, day) = summary_of(&db, "24h");
+    let echo = day.iter().find(|t| t["name"] == "echo").expect("echo");
+    assert!(
+        echo["calls"].as_u64() > Some(300),
+        "three hours of receipts: {echo}"
+    );
+    // Three charts (demo, echo, the made-up name): three hours fill 12 or 13 quarter-hour bars
+    // of each day's chart; demo's and echo's hour charts have calls in every minute but the
+    // skipped ones (the made-up name only every 100 s).
+    assert!(
+        (36..=39).contains(&bars[2]),
+        "15-minute bars over a day: {bars:?}"
+    );
+    assert!(bars[1] >= 2 * 55, "one-minute bars over an hour: {bars:?}");
+}
+
 /// Proves: the receipts panel's filters (caller, tool, outcome, limit; empty fields are no
 /// filter) select the receipts `narrowgate receipts` would, and a filter that means nothing
 /// is a 400 saying what is allowed.
