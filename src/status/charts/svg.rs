@@ -268,14 +268,21 @@ fn bar_text(tally: &Tally, window: Window) -> String {
     text
 }
 
-/// The chart's numbers, for screen readers and for copying: one row per bar with calls.
+/// The chart's numbers, for screen readers and for copying: one row per bar with calls, a
+/// column per outcome.
 fn numbers(page: &mut String, traffic: &Traffic, series: &Series) {
     page.push_str(
         "<details><summary>numbers</summary><table><thead><tr><th>from</th>\
          <th class=\"num\">calls</th>",
     );
-    for group in &GROUPS {
-        let _ = write!(page, "<th class=\"num\">{}</th>", group.name);
+    // Every outcome, in the legend's group order: the chart draws the groups, the table says
+    // which refusal or error each call was.
+    for outcome in GROUPS.iter().flat_map(|g| g.outcomes) {
+        let _ = write!(
+            page,
+            "<th class=\"num\">{}</th>",
+            outcome.as_str().replace('_', "_<wbr>")
+        );
     }
     page.push_str("<th class=\"num\">p50 ms</th><th class=\"num\">p99 ms</th></tr></thead><tbody>");
     for (index, tally) in series.buckets.iter().enumerate() {
@@ -289,8 +296,8 @@ fn numbers(page: &mut String, traffic: &Traffic, series: &Series) {
             short_time(&utc, traffic.window),
             tally.calls()
         );
-        for group in &GROUPS {
-            let _ = write!(page, "<td class=\"num\">{}</td>", count(tally, group));
+        for outcome in GROUPS.iter().flat_map(|g| g.outcomes) {
+            let _ = write!(page, "<td class=\"num\">{}</td>", tally.count(*outcome));
         }
         let _ = write!(
             page,

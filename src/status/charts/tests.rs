@@ -123,7 +123,15 @@ fn bars_and_their_titles_reflect_the_tallies() {
         "role=\"img\" aria-label=\"echo: 6 calls in the last hour: 4 ok, 1 refused, 1 errors, \
          0 unknown; at most 5 calls a minute;"
     ));
-    // The numbers: one row per bar with calls, its time in a <time> the script localises.
+    // The numbers: a column per outcome (the refusal's kind, not only its group)...
+    assert!(
+        page.contains(
+            "<th class=\"num\">ok</th><th class=\"num\">denied</th>\
+                       <th class=\"num\">rejected_<wbr>input</th>"
+        ),
+        "{page}"
+    );
+    // ... one row per bar with calls, its time in a <time> the script localises.
     assert!(page.contains(
         "<tr><td><time class=\"hm\" datetime=\"2025-01-01T10:03:00.000Z\" \
          title=\"2025-01-01T10:03:00.000Z UTC\">10:03 UTC</time></td><td class=\"num\">5</td>\
