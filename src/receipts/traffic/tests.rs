@@ -309,3 +309,41 @@ fn a_first_pass_starts_at_the_oldest_receipt() {
     assert_eq!(calls, 1);
     drop(c);
 }
+
+/// Proves: merging histograms (the sparse, sorted form) gives exactly the histogram of recording
+/// every latency into one, whatever the overlap of their buckets, and decoding tolerates pairs
+/// out of order or repeated (another writer's text) by adding them up.
+#[test]
+fn merging_equals_recording_everything_once() {
+    let mut seed = 7_u64;
+    let mut next = || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) as f64 / f64::from(u32::MAX) * 3_000.0
+    };
+    for round in 0..50 {
+        let (mut a, mut b, mut all) = (
+            Histogram::default(),
+            Histogram::default(),
+            Histogram::default(),
+        );
+        for i in 0..(round * 7 % 40) {
+            let ms = next();
+            if i % 3 == 0 {
+                a.record(ms)
+            } else {
+                b.record(ms)
+            }
+            all.record(ms);
+        }
+        let mut merged = a.clone();
+        merged.merge(&b);
+        assert_eq!(merged, all, "round {round}");
+        let mut other_way = b.clone();
+        other_way.merge(&a);
+        assert_eq!(other_way, all, "round {round}");
+    }
+    assert_eq!(
+        Histogram::decode("5:1 3:2 5:4"),
+        Histogram::decode("3:2 5:5")
+    );
+}
