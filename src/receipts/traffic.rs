@@ -141,6 +141,29 @@ impl Histogram {
             self.counts.clone_from(&other.counts);
             return;
         }
+        // Most merges add to buckets already there (a chart's bars fill the same few dozen):
+        // then in place, with no new vector.
+        let mut at = 0;
+        let mut in_place = true;
+        for (bucket, _) in &other.counts {
+            match self.counts[at..].binary_search_by_key(bucket, |(b, _)| *b) {
+                Ok(i) => at += i,
+                Err(_) => {
+                    in_place = false;
+                    break;
+                }
+            }
+        }
+        if in_place {
+            let mut at = 0;
+            for (bucket, n) in &other.counts {
+                if let Ok(i) = self.counts[at..].binary_search_by_key(bucket, |(b, _)| *b) {
+                    at += i;
+                    self.counts[at].1 += n;
+                }
+            }
+            return;
+        }
         let (a, b) = (&self.counts, &other.counts);
         let mut merged = Vec::with_capacity(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
@@ -411,40 +434,52 @@ impl Minutes {
     }
 
     /// The window of `window` whose last bar holds `now_minute`, per upstream and per tool.
-    pub fn chart(&self, window: Window, now_minute: i64, missing_before: Option<i64>) -> Traffic {
+    /// Consumes the tallies: most move into their bar as they are, without a merge.
+    pub fn chart(self, window: Window, now_minute: i64, missing_before: Option<i64>) -> Traffic {
         let width = window.bucket_minutes();
         let first_minute = first_minute(window, now_minute);
         let last_first = first_minute + (window.buckets() as i64 - 1) * width;
-        let mut tools: BTreeMap<&str, Series> = BTreeMap::new();
-        let mut upstreams: BTreeMap<&str, Series> = BTreeMap::new();
+        let mut tools: BTreeMap<String, Series> = BTreeMap::new();
+        let mut upstreams: BTreeMap<String, Series> = BTreeMap::new();
         let empty = |name: &str, upstream: Option<&str>| Series {
             name: name.to_string(),
             upstream: upstream.map(str::to_string),
             buckets: vec![Tally::default(); window.buckets()],
             total: Tally::default(),
         };
-        for (key, tally) in &self.tallies {
+        for (key, tally) in self.tallies {
             if key.minute < first_minute || key.minute >= last_first + width {
                 continue;
             }
             let index = usize::try_from((key.minute - first_minute) / width).unwrap_or(0);
             let upstream = (!key.upstream.is_empty()).then_some(key.upstream.as_str());
+            if let Some(upstream) = upstream {
+                upstreams
+                    .entry(upstream.to_string())
+                    .or_insert_with(|| empty(upstream, None))
+                    .buckets[index]
+                    .merge(&tally);
+            }
             let tool = tools
-                .entry(&key.tool)
+                .entry(key.tool.clone())
                 .or_insert_with(|| empty(&key.tool, upstream));
             if tool.upstream.is_none() {
                 tool.upstream = upstream.map(str::to_string);
             }
-            for series in [
-                Some(tool),
-                upstream.map(|u| upstreams.entry(u).or_insert_with(|| empty(u, None))),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                series.buckets[index].merge(tally);
-                series.total.merge(tally);
+            let bar = &mut tool.buckets[index];
+            if bar.calls() == 0 {
+                *bar = tally;
+            } else {
+                bar.merge(&tally);
             }
+        }
+        // Totals from the bars: one merge per bar, not one per summary row.
+        for series in tools.values_mut().chain(upstreams.values_mut()) {
+            let mut total = Tally::default();
+            for bar in &series.buckets {
+                total.merge(bar);
+            }
+            series.total = total;
         }
         let mut tools: Vec<Series> = tools.into_values().collect();
         tools.sort_by(|a, b| {

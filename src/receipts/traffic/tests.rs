@@ -83,7 +83,7 @@ fn charts_place_each_call_in_its_bar() {
     minutes.add(&at(90), "echo", Some("demo"), "ok", 1.0); // outside the hour
     minutes.add(&at(0), "echo", Some("demo"), "no_such_outcome", 1.0); // left out
     let now_minute = NOW / MINUTE;
-    let hour = minutes.chart(Window::Hour, now_minute, None);
+    let hour = minutes.clone().chart(Window::Hour, now_minute, None);
     assert_eq!(hour.first_minute, now_minute - 59);
     assert_eq!(hour.tools.len(), 3);
     let echo = &hour.tools[0];
@@ -109,7 +109,7 @@ fn charts_place_each_call_in_its_bar() {
     assert_eq!(hour.upstreams.len(), 1);
     assert_eq!(hour.upstreams[0].total.calls(), 5);
     assert_eq!(hour.upstreams[0].buckets[58].count(Outcome::ToolError), 1);
-    let day = minutes.chart(Window::Day, now_minute, None);
+    let day = minutes.clone().chart(Window::Day, now_minute, None);
     assert_eq!(day.tools[0].buckets.len(), 96);
     assert_eq!(
         day.tools[0].total.calls(),
@@ -216,7 +216,7 @@ fn a_window_from_summaries_equals_the_raw_receipts() {
     let later = NOW + 2 * MINUTE;
     for window in Window::ALL {
         let read = read(&mut store, window, later).expect("a window");
-        let raw = everything.chart(window, later / MINUTE, None);
+        let raw = everything.clone().chart(window, later / MINUTE, None);
         assert_eq!(read, raw, "{window}");
     }
 }
@@ -341,6 +341,15 @@ fn merging_equals_recording_everything_once() {
         let mut other_way = b.clone();
         other_way.merge(&a);
         assert_eq!(other_way, all, "round {round}");
+        // Every bucket already there: merged in place, each count doubled.
+        let mut twice = all.clone();
+        twice.merge(&all);
+        assert_eq!(twice.count(), 2 * all.count());
+        assert_eq!(twice.quantile(0.5), all.quantile(0.5));
+        assert_eq!(
+            twice.encode().split(' ').count(),
+            all.encode().split(' ').count()
+        );
     }
     assert_eq!(
         Histogram::decode("5:1 3:2 5:4"),
