@@ -43,6 +43,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+// The gateway's own formatting of `time`, so generated receipts read like written ones.
+use narrowgate::harness::format_utc_millis;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Value, json};
 
@@ -364,29 +366,6 @@ fn hex_digest(rng: &mut Rng) -> String {
         rng.next(),
         rng.next(),
         rng.next()
-    )
-}
-
-/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds, as the gateway writes `time`.
-fn format_utc_millis(millis: i64) -> String {
-    let days = millis.div_euclid(86_400_000);
-    let of_day = millis.rem_euclid(86_400_000);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        of_day / 3_600_000,
-        of_day / 60_000 % 60,
-        of_day / 1000 % 60,
-        of_day % 1000
     )
 }
 

@@ -59,6 +59,7 @@ pub mod harness {
     pub use crate::contract::schema;
     pub use crate::contract::{ContractFile, ContractSet, valid_tool_name};
     pub use crate::mcp::direct::qualifies as direct_call_qualifies;
+    pub use crate::receipts::format_utc_millis;
     pub use crate::receipts::postgres::{MIGRATIONS, SCHEMA_VERSION};
     pub use crate::runtime::catalog::Catalog;
     pub use crate::upstream::h1::replay::read_answer;
